@@ -1,0 +1,115 @@
+"""GDPO settings read from verl's ``algorithm`` config, validated once with errors that name the fix.
+
+Every key is declared, with its default and meaning, in ``gdpo_verl/config/gdpo_trainer.yaml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gdpo_verl.advantage import check_options, weight_vector_for
+
+# Options under ``algorithm.gdpo`` and their defaults.
+OPTION_DEFAULTS: dict[str, Any] = {"batch_norm": "token", "eps": 1e-6}
+
+
+@dataclass(frozen=True)
+class GdpoSettings:
+    reward_keys: tuple[str, ...]
+    weights: dict[str, float]
+    norm_by_std: bool
+    batch_norm: str
+    eps: float
+
+
+def settings_from_config(algorithm: Any) -> GdpoSettings:
+    """Read and validate the GDPO keys of ``algorithm`` (a DictConfig, or verl's AlgoConfig dataclass)."""
+    if algorithm is None:
+        raise ValueError(
+            "the gdpo estimator needs verl's algorithm config (config=...) to know which rewards to use; got None."
+        )
+    keys = _reward_keys(_get(algorithm, "gdpo_reward_keys"))
+    weights = _weights(keys, _get(algorithm, "gdpo_reward_weights"))
+
+    if _get(algorithm, "use_kl_in_reward", False):
+        raise ValueError(
+            "algorithm.use_kl_in_reward=True is not supported with algorithm.adv_estimator=gdpo: GDPO normalizes "
+            "each reward component, so a KL penalty folded into the summed reward would be lost. Set "
+            "algorithm.use_kl_in_reward=False and put the KL in the loss instead: "
+            "actor_rollout_ref.actor.use_kl_loss=True (the paper uses kl_loss_type=mse, kl_loss_coef=0.0005)."
+        )
+
+    norm_by_std = _get(algorithm, "norm_adv_by_std_in_grpo", True)
+    if not isinstance(norm_by_std, bool):
+        raise ValueError(f"algorithm.norm_adv_by_std_in_grpo must be true or false; got {norm_by_std!r}.")
+
+    options = _get(algorithm, "gdpo", None)
+    if options is None:
+        options = {}
+    if not isinstance(options, Mapping):
+        raise ValueError(
+            f"algorithm.gdpo must be a mapping of options {sorted(OPTION_DEFAULTS)}; got {type(options).__name__}."
+        )
+    unknown = sorted(set(options) - set(OPTION_DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown option(s) algorithm.gdpo.{unknown}; known options: {sorted(OPTION_DEFAULTS)}.")
+    merged = {**OPTION_DEFAULTS, **options}
+    try:
+        check_options(merged["batch_norm"], merged["eps"])
+    except ValueError as exc:
+        raise ValueError(f"algorithm.gdpo: {exc}") from exc
+    return GdpoSettings(keys, weights, norm_by_std, merged["batch_norm"], float(merged["eps"]))
+
+
+def _get(config: Any, key: str, default: Any = None) -> Any:
+    return config.get(key, default) if hasattr(config, "get") else getattr(config, key, default)
+
+
+def _reward_keys(raw: Any) -> tuple[str, ...]:
+    example = "for example +algorithm.gdpo_reward_keys=[correct,length]"
+    if raw is None:
+        raise ValueError(
+            "algorithm.gdpo_reward_keys is not set: list the reward components that compute_score returns, "
+            f"{example}."
+        )
+    if isinstance(raw, str):
+        raise ValueError(f"algorithm.gdpo_reward_keys must be a list, not the string {raw!r}; {example}.")
+    if not isinstance(raw, Sequence):
+        raise ValueError(f"algorithm.gdpo_reward_keys must be a list; got {type(raw).__name__}; {example}.")
+    keys = tuple(raw)
+    if not keys:
+        raise ValueError(f"algorithm.gdpo_reward_keys is empty; {example}.")
+    bad = [key for key in keys if not isinstance(key, str) or not key]
+    if bad:
+        raise ValueError(f"algorithm.gdpo_reward_keys must hold non-empty strings; got {bad!r}.")
+    duplicates = sorted({key for key in keys if keys.count(key) > 1})
+    if duplicates:
+        raise ValueError(f"algorithm.gdpo_reward_keys lists {duplicates} more than once.")
+    return keys
+
+
+def _weights(keys: tuple[str, ...], raw: Any) -> dict[str, float]:
+    if raw is None:
+        return dict.fromkeys(keys, 1.0)
+    if isinstance(raw, Mapping):
+        weights = dict(raw)
+    elif isinstance(raw, str) or not isinstance(raw, Sequence):
+        raise ValueError(
+            "algorithm.gdpo_reward_weights must be a list aligned with gdpo_reward_keys or a mapping "
+            f"key -> weight; got {raw!r}."
+        )
+    else:
+        values = list(raw)
+        if len(values) != len(keys):
+            raise ValueError(
+                f"algorithm.gdpo_reward_weights has {len(values)} value(s) {values} but gdpo_reward_keys has "
+                f"{len(keys)} {list(keys)}; give one weight per key, in the same order."
+            )
+        weights = dict(zip(keys, values, strict=True))
+    try:
+        vector = weight_vector_for(keys, weights)
+    except ValueError as exc:
+        raise ValueError(f"algorithm.gdpo_reward_weights: {exc}") from exc
+    return dict(zip(keys, vector.tolist(), strict=True))
