@@ -6,6 +6,7 @@ gathers each reward's scores from them and hands them to ``gdpo_advantage``.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -91,12 +92,15 @@ def _per_response(key: str, values: Any, response_mask: torch.Tensor) -> torch.T
             f"reward {key!r} has shape {array.shape} in non_tensor_batch; expected one value per response "
             f"({response_mask.shape[0]},)."
         )
-    try:
-        array = array.astype(np.float64)
-    except (TypeError, ValueError) as exc:
-        kinds = sorted({type(v).__name__ for v in array.tolist()})
+    # numpy would turn None into NaN and "0.5" into 0.5: only numbers are accepted.
+    numeric = array.dtype.kind in "biuf" or (array.dtype == object and _is_number(array).all())
+    if not numeric:
+        kinds = sorted({type(v).__name__ for v in array.tolist() if not isinstance(v, numbers.Real)})
         raise ValueError(
             f"reward {key!r} must hold one number per response; got values of type {kinds}. "
             "Make compute_score return a number for it in every response."
-        ) from exc
-    return torch.from_numpy(array).to(response_mask.device)
+        )
+    return torch.from_numpy(array.astype(np.float64)).to(response_mask.device)
+
+
+_is_number = np.vectorize(lambda value: isinstance(value, (numbers.Real, np.bool_)), otypes=[bool])
