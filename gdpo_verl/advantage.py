@@ -168,24 +168,31 @@ def gdpo_advantage(
 
     device = response_mask.device
     group, num_groups = group_ids(index, response_mask.shape[0], device)
-    scores = outcome_scores(rewards, names, response_mask)
+    # The float32 copy of the mask is the output buffer too: one (B, T) allocation, filled in place at the
+    # end. (Multiplying by an integer or bool mask directly takes a type-promotion path twice as slow.)
+    output = response_mask.to(torch.float32, copy=True)
+    scores = outcome_scores(rewards, names, output)
 
     normalized = group_normalize(scores, group, num_groups, norm_by_std=norm_by_std, eps=eps)  # step 1
     summed = normalized @ weight_vector.to(device)  # step 2
-    valid_tokens = response_mask.sum(dim=-1, dtype=torch.float64)
+    valid_tokens = output.sum(dim=-1).to(torch.float64)
     final = batch_normalize(summed, valid_tokens, batch_norm, eps)  # step 3
-    return final.to(torch.float32).unsqueeze(-1) * response_mask
+    return output.mul_(final.to(torch.float32).unsqueeze(-1))
 
 
 def outcome_scores(
     rewards: Mapping[str, torch.Tensor], names: Sequence[str], response_mask: torch.Tensor
 ) -> torch.Tensor:
-    """``(B, K)`` float64 outcome scores, one column per name; raises on NaN or Inf."""
+    """``(B, K)`` float64 outcome scores, one column per name; raises on NaN or Inf.
+
+    A ``(B, T)`` reward is summed over valid tokens in its own dtype (a float64 accumulator over a
+    float32 tensor is three times slower on CPU; torch's float32 sum is already cascaded).
+    """
     columns = []
     for name in names:
         reward = rewards[name].to(response_mask.device)
         if reward.dim() == 2:
-            reward = (reward * response_mask).sum(dim=-1, dtype=torch.float64)
+            reward = (reward * response_mask).sum(dim=-1)
         columns.append(reward.to(torch.float64))
     scores = torch.stack(columns, dim=1)
     bad = (~torch.isfinite(scores)).sum(dim=0).tolist()

@@ -210,3 +210,13 @@ def test_nan_in_token_level_reward_is_rejected():
 def test_bad_input_gets_a_clear_error(overrides, message):
     with pytest.raises(ValueError, match=message):
         call(**overrides)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_response_mask_is_left_unchanged_and_output_is_float32(dtype):
+    rewards, mask, index = paper_example()
+    mask = mask.to(dtype)
+    before = mask.clone()
+    out = gdpo_advantage(rewards, mask, index)
+    assert torch.equal(mask, before)
+    assert out.dtype == torch.float32 and out.data_ptr() != mask.data_ptr()
