@@ -46,7 +46,8 @@ def test_disabling_external_plugins_leaves_verl_builtin():
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # Loopback only: the test cluster must not bind or reach the machine's network address.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     yield
     ray.shutdown()
 

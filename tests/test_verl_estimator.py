@@ -128,6 +128,15 @@ def test_missing_reward_key_lists_what_is_available():
         run(data, algorithm(gdpo_reward_keys=["correct", "lenght"]))
 
 
+def test_batch_without_any_component_points_at_the_v1_trainer():
+    # What verl 0.9.1's V1 advantage stage hands over: uid and tensors, no reward components.
+    data, _ = rollout_batch()
+    for name in ("correct", "length"):
+        data.non_tensor_batch.pop(name)
+    with pytest.raises(ValueError, match=r"\['uid'\]\. No reward component reached.*trainer.use_v1=False"):
+        run(data, algorithm())
+
+
 @pytest.mark.parametrize(("value", "kind"), [(None, "NoneType"), ("0.5", "str")])
 def test_non_numeric_component_is_rejected(value, kind):
     data, _ = rollout_batch()

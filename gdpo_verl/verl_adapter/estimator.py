@@ -77,11 +77,18 @@ def gather_rewards(
             rewards[key] = _per_response(key, non_tensor_batch[key], response_mask)
         else:
             available = sorted(non_tensor_batch) + sorted(k for k in tensor_keys if k.startswith(TOKEN_LEVEL_PREFIX))
-            raise ValueError(
-                f"GDPO reward key {key!r} not found. Available per-response keys: {available or 'none'}. "
+            hint = (
                 f"Make compute_score return a dict containing {key!r}, provide batch['{token_level_key}'], "
                 "or fix algorithm.gdpo_reward_keys."
             )
+            if set(available) <= {"uid"}:
+                hint = (
+                    "No reward component reached the advantage stage at all: verl 0.9.1's V1 trainer "
+                    "(trainer.use_v1=True, verl's default) does not pass them. Set trainer.use_v1=False, "
+                    "or start from the packaged config (--config-path pkg://gdpo_verl.config "
+                    "--config-name gdpo_trainer), which does."
+                )
+            raise ValueError(f"GDPO reward key {key!r} not found. Available per-response keys: {available or 'none'}. {hint}")
     return rewards
 
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# GDPO on your own multi-component reward, with verl's FSDP actor and vLLM rollout.
+# Every knob is an environment variable with a default; anything after the script name is passed to
+# verl as extra hydra overrides. DRY_RUN=1 prints the fully composed config and exits (no Ray, no GPU).
+#
+#   REWARD_FILE=my_reward.py REWARD_KEYS='[correct,length]' REWARD_WEIGHTS='[1.0,0.5]' \
+#   MODEL=/models/Qwen2.5-1.5B-Instruct TRAIN_FILE=train.parquet VAL_FILE=test.parquet \
+#       bash recipes/gdpo_custom_reward.sh trainer.total_epochs=3
+set -euo pipefail
+
+MODEL=${MODEL:-Qwen/Qwen2.5-1.5B-Instruct}
+TRAIN_FILE=${TRAIN_FILE:-$HOME/data/train.parquet}
+VAL_FILE=${VAL_FILE:-$HOME/data/test.parquet}
+REWARD_FILE=${REWARD_FILE:-my_reward.py}
+REWARD_FUNCTION=${REWARD_FUNCTION:-compute_score}
+REWARD_KEYS=${REWARD_KEYS:-[correct,length]}
+REWARD_WEIGHTS=${REWARD_WEIGHTS:-null}
+BATCH_NORM=${BATCH_NORM:-token}
+TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-128}
+MINI_BATCH_SIZE=${MINI_BATCH_SIZE:-32}
+ROLLOUT_N=${ROLLOUT_N:-8}
+MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-1024}
+MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-4096}
+LR=${LR:-1e-6}
+KL_LOSS_COEF=${KL_LOSS_COEF:-0.001}
+TP=${TP:-1}
+NNODES=${NNODES:-1}
+GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+PROJECT=${PROJECT:-gdpo}
+EXPERIMENT=${EXPERIMENT:-gdpo_custom_reward}
+
+CONFIG=(--config-path pkg://gdpo_verl.config --config-name gdpo_trainer)
+ALGORITHM=(
+    "algorithm.gdpo_reward_keys=${REWARD_KEYS}"
+    "algorithm.gdpo_reward_weights=${REWARD_WEIGHTS}"
+    "algorithm.gdpo.batch_norm=${BATCH_NORM}"
+)
+DATA=(
+    "data.train_files=${TRAIN_FILE}"
+    "data.val_files=${VAL_FILE}"
+    "data.train_batch_size=${TRAIN_BATCH_SIZE}"
+    "data.max_prompt_length=${MAX_PROMPT_LENGTH}"
+    "data.max_response_length=${MAX_RESPONSE_LENGTH}"
+)
+MODEL_ARGS=("actor_rollout_ref.model.path=${MODEL}")
+ACTOR=(
+    "actor_rollout_ref.actor.optim.lr=${LR}"
+    "actor_rollout_ref.actor.ppo_mini_batch_size=${MINI_BATCH_SIZE}"
+    "actor_rollout_ref.actor.use_kl_loss=True"
+    "actor_rollout_ref.actor.kl_loss_coef=${KL_LOSS_COEF}"
+    "actor_rollout_ref.actor.kl_loss_type=mse"
+)
+ROLLOUT=(
+    "actor_rollout_ref.rollout.name=vllm"
+    "actor_rollout_ref.rollout.n=${ROLLOUT_N}"
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=${TP}"
+)
+REWARD=(
+    "reward.custom_reward_function.path=${REWARD_FILE}"
+    "reward.custom_reward_function.name=${REWARD_FUNCTION}"
+)
+TRAINER=(
+    "trainer.nnodes=${NNODES}"
+    "trainer.n_gpus_per_node=${GPUS_PER_NODE}"
+    "trainer.project_name=${PROJECT}"
+    "trainer.experiment_name=${EXPERIMENT}"
+    "trainer.logger=[console,tensorboard]"
+)
+
+ARGS=("${CONFIG[@]}" "${ALGORITHM[@]}" "${DATA[@]}" "${MODEL_ARGS[@]}" "${ACTOR[@]}" "${ROLLOUT[@]}"
+      "${REWARD[@]}" "${TRAINER[@]}" "$@")
+if [ "${DRY_RUN:-0}" = 1 ]; then
+    exec python3 -m verl.trainer.main_ppo "${ARGS[@]}" --cfg job
+fi
+exec python3 -m verl.trainer.main_ppo "${ARGS[@]}"

@@ -1,0 +1,27 @@
+"""scripts/bench_advantage.py runs and prints its table (timings are its output, never asserted here)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_advantage.py"
+
+
+def bench(*arguments):
+    return subprocess.run([sys.executable, str(SCRIPT), *arguments], capture_output=True, text=True, timeout=300)
+
+
+def test_benchmark_prints_one_row_per_cell_for_all_three_methods():
+    result = bench("--batch-sizes", "64,128", "--length", "16", "--rewards", "2,3", "--repeats", "1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert "verl builtin gdpo ms" in lines[1] and "verl grpo_vectorized ms" in lines[1]
+    rows = [line.split("|") for line in lines[3:]]
+    assert [(row[0].split()[0], row[0].split()[1]) for row in rows] == [("64", "2"), ("64", "3"), ("128", "2"), ("128", "3")]
+    assert all(row[4].strip().endswith("x") for row in rows)
+
+
+def test_benchmark_rejects_bad_sizes_with_exit_code_2():
+    result = bench("--batch-sizes", "8k")
+    assert result.returncode == 2
+    assert "expected comma-separated integers" in result.stderr
