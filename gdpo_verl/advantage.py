@@ -124,9 +124,10 @@ def batch_normalize(
     else:
         raise ValueError(f"batch_norm must be one of {BATCH_NORMS}; got {mode!r}.")
     total = weight.sum()
-    if total.item() < 2:
+    count = total.item()
+    if count < 2:
         raise ValueError(
-            f"batch_norm={mode!r} needs at least 2 {unit} in the batch to estimate a variance; got {int(total.item())}. "
+            f"batch_norm={mode!r} needs at least 2 {unit} in the batch to estimate a variance; got {int(count)}. "
             "Check the response_mask, or use batch_norm='none'."
         )
     mean = (weight * advantages).sum() / total
