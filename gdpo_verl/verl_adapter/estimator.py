@@ -88,7 +88,9 @@ def gather_rewards(
                     "or start from the packaged config (--config-path pkg://gdpo_verl.config "
                     "--config-name gdpo_trainer), which does."
                 )
-            raise ValueError(f"GDPO reward key {key!r} not found. Available per-response keys: {available or 'none'}. {hint}")
+            raise ValueError(
+                f"GDPO reward key {key!r} not found. Available per-response keys: {available or 'none'}. {hint}"
+            )
     return rewards
 
 
