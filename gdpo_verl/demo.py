@@ -9,6 +9,7 @@ each component (verl's "gdpo", which this package registers). Both run through
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from importlib.resources import files
 from pathlib import Path
@@ -96,8 +97,6 @@ def merged_pairs(uids: np.ndarray, combos: list[tuple], values: np.ndarray) -> i
 
 
 def run_demo(path: Path | None = None, out: TextIO | None = None) -> dict[str, int]:
-    import sys
-
     out = out or sys.stdout
     path = path or default_rollouts()
     rows, names = load_rollouts(path)

@@ -61,6 +61,11 @@ def test_verl_algo_config_dataclass_is_accepted():
         ({"gdpo_reward_keys": ["a"], "gdpo": {"eps": -1.0}}, "algorithm.gdpo: eps must be"),
         ({"gdpo_reward_keys": ["a"], "gdpo": "sequence"}, "algorithm.gdpo must be a mapping"),
         ({"gdpo_reward_keys": ["a"], "use_kl_in_reward": True}, "use_kl_in_reward=True is not supported.*use_kl_loss"),
+        (
+            {"gdpo_reward_keys": ["a", "b"], "gdpo_reward_weight": [1.0, 0.25]},
+            r"unknown GDPO key\(s\) algorithm.\['gdpo_reward_weight'\]",
+        ),
+        ({"gdpo_reward_key": ["a"]}, r"unknown GDPO key\(s\) algorithm.\['gdpo_reward_key'\]"),
     ],
 )
 def test_misconfiguration_is_rejected_with_the_fix(keys, message):

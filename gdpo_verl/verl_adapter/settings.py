@@ -14,6 +14,9 @@ from gdpo_verl.advantage import check_options, weight_vector_for
 # Options under ``algorithm.gdpo`` and their defaults.
 OPTION_DEFAULTS: dict[str, Any] = {"batch_norm": "token", "eps": 1e-6}
 
+# Every ``algorithm`` key of GDPO's own; any other key starting with "gdpo" is a typo.
+GDPO_KEYS = ("gdpo_reward_keys", "gdpo_reward_weights", "gdpo")
+
 
 @dataclass(frozen=True)
 class GdpoSettings:
@@ -30,6 +33,13 @@ def settings_from_config(algorithm: Any) -> GdpoSettings:
         raise ValueError(
             "the gdpo estimator needs verl's algorithm config (config=...) to know which rewards to use; got None."
         )
+    if isinstance(algorithm, Mapping):
+        unknown = sorted(key for key in algorithm if str(key).startswith("gdpo") and key not in GDPO_KEYS)
+        if unknown:
+            raise ValueError(
+                f"unknown GDPO key(s) algorithm.{unknown}; GDPO reads algorithm.{list(GDPO_KEYS)}. "
+                "A misspelled key would otherwise be ignored and its default used."
+            )
     keys = _reward_keys(_get(algorithm, "gdpo_reward_keys"))
     weights = _weights(keys, _get(algorithm, "gdpo_reward_weights"))
 
