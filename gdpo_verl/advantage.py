@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -80,7 +81,7 @@ def group_normalize(
         ``(B, K)`` float64. A group whose values are all equal, including a group of one, gives exactly 0.
     """
     x = values.to(torch.float64)
-    batch_size, num_rewards = x.shape
+    num_rewards = x.shape[1]
     counts = torch.bincount(group, minlength=num_groups).to(torch.float64).unsqueeze(1)
     mean = torch.zeros(num_groups, num_rewards, dtype=torch.float64, device=x.device).index_add_(0, group, x) / counts
     deviation = x - mean[group]
@@ -92,11 +93,17 @@ def group_normalize(
         z = deviation
     # Deciding "constant group" from max == min, not from the std, keeps round-off in the mean
     # (0.1 + 0.1 + 0.1 != 0.3) from turning into a small non-zero advantage.
-    rows = group.unsqueeze(1).expand(batch_size, num_rewards)
-    group_max = torch.full_like(mean, -math.inf).scatter_reduce_(0, rows, x, "amax")
-    group_min = torch.full_like(mean, math.inf).scatter_reduce_(0, rows, x, "amin")
-    varies = (group_max > group_min)[group]
+    varies = group_varies(x, group, num_groups)[group]
     return torch.where(varies, z, torch.zeros((), dtype=z.dtype, device=z.device))
+
+
+def group_varies(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """``(G, K)`` bool: True where column k of ``values`` ``(B, K)`` takes more than one value in group g."""
+    rows = group.unsqueeze(1).expand_as(values)
+    shape = (num_groups, values.shape[1])
+    group_max = values.new_full(shape, -math.inf).scatter_reduce_(0, rows, values, "amax")
+    group_min = values.new_full(shape, math.inf).scatter_reduce_(0, rows, values, "amin")
+    return group_max > group_min
 
 
 def batch_normalize(
@@ -138,6 +145,34 @@ def batch_normalize(
     return centered / (var.sqrt() + scale)
 
 
+@dataclass(frozen=True)
+class GdpoParts:
+    """Everything one GDPO computation produced; diagnostics read these instead of recomputing them.
+
+    Attributes:
+        advantages: ``(B, T)`` float32, the result, zero outside the response mask.
+        names: the reward names, in column order.
+        scores: ``(B, K)`` float64 outcome score of each response and reward.
+        normalized: ``(B, K)`` float64 step-1 values (per reward, per group).
+        weights: ``(K,)`` float64.
+        summed: ``(B,)`` float64 step-2 values.
+        final: ``(B,)`` float64 step-3 values, one per response.
+        group: ``(B,)`` long group ids; ``num_groups`` of them.
+        valid_tokens: ``(B,)`` float64 valid response tokens per response.
+    """
+
+    advantages: torch.Tensor
+    names: tuple[str, ...]
+    scores: torch.Tensor
+    normalized: torch.Tensor
+    weights: torch.Tensor
+    summed: torch.Tensor
+    final: torch.Tensor
+    group: torch.Tensor
+    num_groups: int
+    valid_tokens: torch.Tensor
+
+
 def gdpo_advantage(
     rewards: Mapping[str, torch.Tensor],
     response_mask: torch.Tensor,
@@ -163,6 +198,22 @@ def gdpo_advantage(
     Returns:
         ``(B, T)`` float32 advantages, zero outside ``response_mask``.
     """
+    return gdpo_parts(
+        rewards, response_mask, index, weights, norm_by_std=norm_by_std, batch_norm=batch_norm, eps=eps
+    ).advantages
+
+
+def gdpo_parts(
+    rewards: Mapping[str, torch.Tensor],
+    response_mask: torch.Tensor,
+    index: Any,
+    weights: Mapping[str, float] | None = None,
+    *,
+    norm_by_std: bool = True,
+    batch_norm: str = "token",
+    eps: float = 1e-6,
+) -> GdpoParts:
+    """``gdpo_advantage`` with its intermediate values; same arguments."""
     names = _check_rewards(rewards, response_mask)
     weight_vector = weight_vector_for(names, weights)
     check_options(batch_norm, eps)
@@ -175,10 +226,14 @@ def gdpo_advantage(
     scores = outcome_scores(rewards, names, output)
 
     normalized = group_normalize(scores, group, num_groups, norm_by_std=norm_by_std, eps=eps)  # step 1
-    summed = normalized @ weight_vector.to(device)  # step 2
+    weight_vector = weight_vector.to(device)
+    summed = normalized @ weight_vector  # step 2
     valid_tokens = output.sum(dim=-1).to(torch.float64)
     final = batch_normalize(summed, valid_tokens, batch_norm, eps)  # step 3
-    return output.mul_(final.to(torch.float32).unsqueeze(-1))
+    output.mul_(final.to(torch.float32).unsqueeze(-1))
+    return GdpoParts(
+        output, tuple(names), scores, normalized, weight_vector, summed, final, group, num_groups, valid_tokens
+    )
 
 
 def outcome_scores(

@@ -1,4 +1,5 @@
-"""The entry point verl loads at ``import verl`` (group ``verl.plugins``): registers GDPO as "gdpo".
+"""The entry point verl loads at ``import verl`` (group ``verl.plugins``): registers GDPO as "gdpo"
+and installs the trainer hooks of ``gdpo_verl.verl_adapter.integration``.
 
 verl 0.9.1 ships a built-in "gdpo" and refuses a second ``register_adv_est("gdpo")``, so the registry
 entry is replaced directly. verl logs a failing plugin at DEBUG and carries on with its built-in; to keep
@@ -40,6 +41,9 @@ def register() -> None:
                 f"install a supported verl (pip install 'verl{SUPPORTED_VERL}') or a gdpo-verl release made for it"
             )
         from gdpo_verl.verl_adapter import compute_gdpo_advantage
+        from gdpo_verl.verl_adapter.integration import install
+
+        install()
     except Exception as exc:
         registry[ESTIMATOR_NAME] = _refusing_estimator(exc)
         raise

@@ -16,6 +16,8 @@ REWARD_FUNCTION=${REWARD_FUNCTION:-compute_score}
 REWARD_KEYS=${REWARD_KEYS:-[correct,length]}
 REWARD_WEIGHTS=${REWARD_WEIGHTS:-null}
 BATCH_NORM=${BATCH_NORM:-token}
+FILTER_GROUPS=${FILTER_GROUPS:-False}          # dynamic sampling (verl's V1 trainer)
+FILTER_METRIC=${FILTER_METRIC:-gdpo_signature} # gdpo_signature: any component varies; score: the sum varies
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-128}
 MINI_BATCH_SIZE=${MINI_BATCH_SIZE:-32}
 ROLLOUT_N=${ROLLOUT_N:-8}
@@ -34,6 +36,8 @@ ALGORITHM=(
     "algorithm.gdpo_reward_keys=${REWARD_KEYS}"
     "algorithm.gdpo_reward_weights=${REWARD_WEIGHTS}"
     "algorithm.gdpo.batch_norm=${BATCH_NORM}"
+    "algorithm.filter_groups.enable=${FILTER_GROUPS}"
+    "algorithm.filter_groups.metric=${FILTER_METRIC}"
 )
 DATA=(
     "data.train_files=${TRAIN_FILE}"

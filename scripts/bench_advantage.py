@@ -3,6 +3,7 @@
 All three run through verl's ``ray_trainer.compute_advantage`` on the same ``DataProto``: groups of 16
 rollouts (the paper's n), K binary reward components stored per response as verl's reward step leaves
 them, ragged response lengths up to T. Prints one table; ratios are measured side by side in one run.
+gdpo-verl's time includes its ``gdpo/`` step metrics; the "metrics" columns time those alone.
 
     python scripts/bench_advantage.py                       # B in {1024, 8192, 32768}, T=1024, K in {2,3,5}
     python scripts/bench_advantage.py --device cuda
@@ -35,6 +36,8 @@ from verl import DataProto  # noqa: E402
 from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
 
+from gdpo_verl.advantage import gdpo_parts  # noqa: E402
+from gdpo_verl.diagnostics import advantage_metrics  # noqa: E402
 from gdpo_verl.verl_adapter import compute_gdpo_advantage  # noqa: E402
 
 GROUP_SIZE = 16
@@ -118,6 +121,20 @@ def run_method(method: str, data: DataProto, names: list[str], device: str, repe
     return statistics.median(seconds), max(extra)
 
 
+def time_metrics(data: DataProto, names: list[str], device: str, repeats: int) -> float:
+    """Median seconds of the ``gdpo/`` metrics computation alone, on the parts of one GDPO computation."""
+    rewards = {name: torch.as_tensor(data.non_tensor_batch[name]).to(device) for name in names}
+    parts = gdpo_parts(rewards, data.batch["response_mask"], data.non_tensor_batch["uid"])
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        advantage_metrics(parts)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
 def parse_sizes(text: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",")]
@@ -144,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device {args.device}, torch {torch.__version__}, verl {verl.__version__}, "
           f"{torch.get_num_threads()} threads, T={args.length}, groups of {GROUP_SIZE}, median of {args.repeats}")
     header = (f"{'B':>6} {'K':>2} | " + " | ".join(f"{m + ' ms':>22}" for m in METHODS)
-              + f" | {'builtin/ours':>12} | {'ours/grpo_vec':>13} | {'extra mem (B,T) builtin/ours/grpo':>34}")
+              + f" | {'builtin/ours':>12} | {'ours/grpo_vec':>13} | {'extra mem (B,T) builtin/ours/grpo':>34}"
+              + f" | {'metrics ms':>10} | {'metrics/ours':>12}")
     print(header)
     print("-" * len(header))
     for batch_size in args.batch_sizes:
@@ -153,8 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             results = {method: run_method(method, data, names, args.device, args.repeats) for method in METHODS}
             times = [results[m][0] * 1e3 for m in METHODS]
             memory = "/".join(f"{results[m][1]:.2f}" for m in METHODS)
+            metrics_ms = time_metrics(data, names, args.device, args.repeats) * 1e3
             print(f"{batch_size:>6} {num_rewards:>2} | " + " | ".join(f"{t:>22.1f}" for t in times)
-                  + f" | {times[0] / times[1]:>11.1f}x | {times[1] / times[2]:>12.2f}x | {memory:>34}", flush=True)
+                  + f" | {times[0] / times[1]:>11.1f}x | {times[1] / times[2]:>12.2f}x | {memory:>34}"
+                  + f" | {metrics_ms:>10.2f} | {metrics_ms / times[1]:>11.1%}", flush=True)
             del data
     return 0
 

@@ -36,7 +36,10 @@ def compose(*arguments):
 def test_main_ppo_composes_gdpo_settings(arguments):
     config = compose(*arguments)
     assert config.algorithm.adv_estimator == "gdpo"
-    assert config.trainer.use_v1 is ("--config-name" not in arguments)  # the packaged config picks legacy
+    assert config.trainer.use_v1 is True  # verl's default trainer, in both forms
+    packaged = "--config-name" in arguments
+    assert config.reward.reward_manager.name == ("gdpo_verl" if packaged else "naive")
+    assert config.algorithm.filter_groups.enable is False
     assert config.actor_rollout_ref.actor.ppo_mini_batch_size is not None  # verl's own defaults are all there
     settings = settings_from_config(config.algorithm)
     assert settings.reward_keys == ("correct", "length")

@@ -44,6 +44,29 @@ def test_disabling_external_plugins_leaves_verl_builtin():
     assert "resolved: verl.trainer.ppo.core_algos.compute_gdpo_outcome_advantage" in result.stdout
 
 
+HOOKS = (
+    "import sys, verl\n"
+    "print('trainer modules imported by import verl:', 'verl.trainer.ppo.v1.trainer_base' in sys.modules)\n"
+    "from verl.utils import config\n"
+    "from verl.trainer.ppo.v1 import trainer_base\n"
+    "from verl.trainer.ppo import ray_trainer\n"
+    "from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls\n"
+    "wrapped = [hasattr(f, '__gdpo_verl_wraps__') for f in (config.validate_config, "
+    "trainer_base.PPOTrainer._compute_advantage, ray_trainer.compute_data_metrics)]\n"
+    "print('wrapped:', wrapped)\n"
+    "print('manager:', get_reward_manager_cls('gdpo_verl').__module__)\n"
+)
+
+
+def test_trainer_hooks_are_installed_when_verl_imports_the_trainer_modules():
+    result = subprocess.run([sys.executable, "-c", HOOKS], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    # import verl alone stays light: the trainer modules are wrapped when they are first imported.
+    assert "trainer modules imported by import verl: False" in result.stdout
+    assert "wrapped: [True, True, True]" in result.stdout
+    assert "manager: gdpo_verl.rewards.manager" in result.stdout
+
+
 @pytest.fixture(scope="module")
 def ray_cluster():
     # Loopback only: the test cluster must not bind or reach the machine's network address.

@@ -128,12 +128,12 @@ def test_missing_reward_key_lists_what_is_available():
         run(data, algorithm(gdpo_reward_keys=["correct", "lenght"]))
 
 
-def test_batch_without_any_component_points_at_the_v1_trainer():
-    # What verl 0.9.1's V1 advantage stage hands over: uid and tensors, no reward components.
+def test_batch_without_any_component_points_at_the_plugin_hook():
+    # What verl 0.9.1's V1 advantage stage hands over when gdpo-verl's hook is not active: uid and tensors only.
     data, _ = rollout_batch()
     for name in ("correct", "length"):
         data.non_tensor_batch.pop(name)
-    with pytest.raises(ValueError, match=r"\['uid'\]\. No reward component reached.*trainer.use_v1=False"):
+    with pytest.raises(ValueError, match=r"\['uid'\]\. No reward component reached.*VERL_USE_EXTERNAL_PLUGINS"):
         run(data, algorithm())
 
 
@@ -163,3 +163,59 @@ def test_config_error_reaches_compute_advantage():
     data, _ = rollout_batch()
     with pytest.raises(ValueError, match="must be a list, not the string"):
         run(data, algorithm(gdpo_reward_keys="correct"))
+
+
+def test_legacy_trainer_metrics_carry_the_gdpo_metrics_of_the_step():
+    # The legacy fit loop logs ray_trainer.compute_data_metrics(batch) right after compute_advantage.
+    from verl.trainer.ppo import ray_trainer
+
+    data, components = rollout_batch(seed=3)
+    data = run(data, algorithm())
+    metrics = ray_trainer.compute_data_metrics(batch=data, use_critic=False)
+    assert metrics["gdpo/correct/mean"] == pytest.approx(components["correct"].mean().item())
+    assert metrics["gdpo/length/mean"] == pytest.approx(components["length"].mean().item())
+    for name in ("correct/zero_var_group_frac", "length/adv_contribution_std", "cancelled_group_frac",
+                 "distinct_adv_per_group", "grpo_distinct_adv_per_group"):
+        assert f"gdpo/{name}" in metrics
+    assert "critic/score/mean" in metrics  # verl's own metrics are still there
+    # Logged once: the next step's metrics do not repeat them.
+    assert not any(key.startswith("gdpo/") for key in ray_trainer.compute_data_metrics(batch=data, use_critic=False))
+
+
+def per_token(values, lengths, width):
+    """Each response's value at its first token, zeros elsewhere, as lists of ``width`` (or the length)."""
+    rows = []
+    for value, length in zip(values.tolist(), lengths, strict=True):
+        row = [0.0] * (width or length)
+        row[0] = value
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("padded", [True, False], ids=["stacked-2d-array", "ragged-object-array"])
+def test_legacy_per_token_component_lists_in_non_tensor_batch(padded):
+    data, components = rollout_batch(seed=4)
+    expected = run(data, algorithm()).batch["advantages"]
+    lengths = data.batch["response_mask"].sum(-1).tolist()
+    data, _ = rollout_batch(seed=4)
+    rows = per_token(components["length"], lengths, data.batch["response_mask"].shape[1] if padded else None)
+    data.non_tensor_batch.pop("length")
+    if padded:  # what verl's legacy trainer makes of equal-length lists (the gdpo_verl manager pads them)
+        data.non_tensor_batch["token_level_scores_length"] = np.array(rows)
+    else:
+        ragged = np.empty(len(rows), dtype=object)
+        ragged[:] = rows
+        data.non_tensor_batch["token_level_scores_length"] = ragged
+    torch.testing.assert_close(run(data, algorithm()).batch["advantages"], expected, rtol=0, atol=0)
+
+
+def test_a_per_token_list_shorter_than_its_response_is_refused():
+    data, components = rollout_batch(seed=5)
+    lengths = data.batch["response_mask"].sum(-1).tolist()
+    rows = per_token(components["length"], lengths, None)
+    rows[2] = rows[2][:-1] if lengths[2] > 1 else []
+    ragged = np.empty(len(rows), dtype=object)
+    ragged[:] = rows
+    data.non_tensor_batch["token_level_scores_length"] = ragged
+    with pytest.raises(ValueError, match=rf"'token_level_scores_length' of response 2 must be a list of at least {lengths[2]} numbers"):
+        run(data, algorithm())

@@ -1,22 +1,65 @@
 """The "gdpo" advantage estimator with the signature verl's ``compute_advantage`` calls.
 
 verl passes ``non_tensor_batch`` and ``batch`` to the estimator registered as "gdpo" only; this module
-gathers each reward's scores from them and hands them to ``gdpo_advantage``.
+gathers each reward's scores from them (and, under the V1 trainer, from what ``integration`` fetched from
+TransferQueue for the step), hands them to ``gdpo_parts`` and leaves the step's ``gdpo/`` metrics for
+the trainer hook to log.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from gdpo_verl.advantage import gdpo_advantage
+from gdpo_verl.advantage import gdpo_parts
+from gdpo_verl.diagnostics import advantage_metrics
 from gdpo_verl.verl_adapter.settings import settings_from_config
 
 TOKEN_LEVEL_PREFIX = "token_level_scores_"
+
+
+@dataclass(frozen=True)
+class StepInputs:
+    """What the V1 advantage stage fetched besides verl's own fields, one entry per row of its batch.
+
+    Attributes:
+        keys: TransferQueue keys, ``{uid}_{session_id}_{output_index}``, in the batch's row order.
+        components: per-response values by name, like ``non_tensor_batch`` (numbers, or per-token lists
+            under ``token_level_scores_<key>``).
+        tensors: ``token_level_scores_<key>`` ``(B, T)`` tensors.
+    """
+
+    keys: Sequence[str]
+    components: Mapping[str, np.ndarray] = field(default_factory=dict)
+    tensors: Mapping[str, torch.Tensor] = field(default_factory=dict)
+
+
+_STEP_INPUTS: ContextVar[StepInputs | None] = ContextVar("gdpo_verl_step_inputs", default=None)
+_last_metrics: dict[str, float] = {}
+
+
+@contextmanager
+def step_inputs(inputs: StepInputs) -> Iterator[None]:
+    """Make ``inputs`` visible to the estimator calls made inside the block."""
+    token = _STEP_INPUTS.set(inputs)
+    try:
+        yield
+    finally:
+        _STEP_INPUTS.reset(token)
+
+
+def pop_step_metrics() -> dict[str, float]:
+    """The ``gdpo/`` metrics of the last estimator call, once; empty if none since the last pop."""
+    global _last_metrics
+    metrics, _last_metrics = _last_metrics, {}
+    return metrics
 
 
 def compute_gdpo_advantage(
@@ -41,57 +84,152 @@ def compute_gdpo_advantage(
     Returns:
         ``(advantages, returns)``, both the same ``(B, T)`` tensor.
     """
+    global _last_metrics
     settings = settings_from_config(config)
     if index is None:
         raise ValueError(
             "the gdpo estimator needs the group id of every response (verl's non_tensor_batch['uid']); none was given."
         )
-    rewards = gather_rewards(settings.reward_keys, response_mask, non_tensor_batch, batch)
-    advantages = gdpo_advantage(
-        rewards,
-        response_mask,
-        index,
-        settings.weights,
-        norm_by_std=settings.norm_by_std,
-        batch_norm=settings.batch_norm,
-        eps=settings.eps,
-    )
+    per_response = dict(non_tensor_batch) if non_tensor_batch is not None else {}
+    tensor_keys = list(batch.keys()) if batch is not None else []
+    tensors = {key: batch[key] for key in tensor_keys if str(key).startswith(TOKEN_LEVEL_PREFIX)}
+    inputs = _STEP_INPUTS.get()
+    final_rows = None
+    if inputs is not None:
+        _check_rows(inputs.keys, index)
+        per_response.update(inputs.components)
+        tensors.update(inputs.tensors)
+        final_rows, row_to_final = session_layout(inputs.keys)
+    rewards = gather_rewards(settings.reward_keys, response_mask, per_response, tensors)
+    options = dict(norm_by_std=settings.norm_by_std, batch_norm=settings.batch_norm, eps=settings.eps)
+
+    if final_rows is None:
+        parts = gdpo_parts(rewards, response_mask, index, settings.weights, **options)
+        advantages = parts.advantages
+    else:
+        # Several outputs per session (multi-output agent loops): like verl's GRPO path, only the last output
+        # of each session takes part in the group statistics, and its advantage is given to every output.
+        rows = torch.as_tensor(final_rows, device=response_mask.device)
+        parts = gdpo_parts(
+            {name: value[rows] for name, value in rewards.items()},
+            response_mask[rows],
+            np.asarray(index)[final_rows],
+            settings.weights,
+            **options,
+        )
+        per_row = parts.final.to(torch.float32)[row_to_final.to(response_mask.device)]
+        advantages = response_mask.to(torch.float32, copy=True).mul_(per_row.unsqueeze(-1))
+    _last_metrics = advantage_metrics(parts)
     return advantages, advantages
+
+
+def session_layout(keys: Sequence[str]) -> tuple[list[int] | None, torch.Tensor | None]:
+    """For TransferQueue keys ``{uid}_{session_id}_{output_index}``: the row of each session's last output
+    and, for every row, the position of its session's last output in that list. ``(None, None)`` when every
+    session has exactly one output."""
+    last: dict[str, tuple[int, int]] = {}
+    sessions = []
+    for row, key in enumerate(keys):
+        parts = str(key).rsplit("_", 2)
+        if len(parts) != 3 or not parts[2].isdigit():
+            raise ValueError(f"TransferQueue key {key!r} is not of the form {{uid}}_{{session_id}}_{{output_index}}.")
+        session, output_index = f"{parts[0]}_{parts[1]}", int(parts[2])
+        sessions.append(session)
+        if session not in last or last[session][0] < output_index:
+            last[session] = (output_index, row)
+    if len(last) == len(keys):
+        return None, None
+    final_rows = [row for _, row in last.values()]
+    position = {session: i for i, session in enumerate(last)}
+    return final_rows, torch.tensor([position[session] for session in sessions], dtype=torch.long)
+
+
+def _check_rows(keys: Sequence[str], index: Any) -> None:
+    uids = np.asarray(index)
+    if len(keys) != len(uids):
+        raise RuntimeError(
+            f"gdpo-verl: the V1 advantage stage fetched {len(keys)} samples but the estimator got {len(uids)} rows; "
+            "the rewards cannot be matched to responses. Please report this with your verl version."
+        )
+    for row, (key, uid) in enumerate(zip(keys, uids.tolist(), strict=True)):
+        if str(key).rsplit("_", 2)[0] != str(uid):
+            raise RuntimeError(
+                f"gdpo-verl: row {row} of the advantage batch has uid {uid!r} but TransferQueue key {key!r}; "
+                "rewards and responses would be mixed up. Please report this with your verl version."
+            )
 
 
 def gather_rewards(
     keys: Sequence[str],
     response_mask: torch.Tensor,
-    non_tensor_batch: Mapping[str, Any] | None,
-    batch: Any,
+    per_response: Mapping[str, Any],
+    tensors: Mapping[str, torch.Tensor],
 ) -> dict[str, torch.Tensor]:
-    """reward key -> ``(B, T)`` token-level scores from ``batch`` or ``(B,)`` values from ``non_tensor_batch``."""
-    non_tensor_batch = non_tensor_batch if non_tensor_batch is not None else {}
-    tensor_keys = list(batch.keys()) if batch is not None else []
+    """reward key -> ``(B, T)`` token-level scores or ``(B,)`` outcome scores.
+
+    Looked up in this order: a ``token_level_scores_<key>`` tensor, a ``token_level_scores_<key>`` entry of
+    per-token lists in ``per_response``, then ``per_response[key]`` (one number per response).
+    """
     rewards = {}
     for key in keys:
         token_level_key = TOKEN_LEVEL_PREFIX + key
-        if token_level_key in tensor_keys:
-            rewards[key] = batch[token_level_key]
-        elif key in non_tensor_batch:
-            rewards[key] = _per_response(key, non_tensor_batch[key], response_mask)
+        if token_level_key in tensors:
+            rewards[key] = tensors[token_level_key]
+        elif token_level_key in per_response:
+            rewards[key] = _token_level(token_level_key, per_response[token_level_key], response_mask)
+        elif key in per_response:
+            rewards[key] = _per_response(key, per_response[key], response_mask)
         else:
-            available = sorted(non_tensor_batch) + sorted(k for k in tensor_keys if k.startswith(TOKEN_LEVEL_PREFIX))
+            available = sorted(per_response) + sorted(tensors)
             hint = (
-                f"Make compute_score return a dict containing {key!r}, provide batch['{token_level_key}'], "
-                "or fix algorithm.gdpo_reward_keys."
+                f"Make compute_score return a dict containing {key!r} (or {token_level_key!r} with one value per "
+                "response token), or fix algorithm.gdpo_reward_keys."
             )
             if set(available) <= {"uid"}:
                 hint = (
-                    "No reward component reached the advantage stage at all: verl 0.9.1's V1 trainer "
-                    "(trainer.use_v1=True, verl's default) does not pass them. Set trainer.use_v1=False, "
-                    "or start from the packaged config (--config-path pkg://gdpo_verl.config "
-                    "--config-name gdpo_trainer), which does."
+                    "No reward component reached the advantage stage at all. Under verl's V1 trainer "
+                    "(trainer.use_v1=True) gdpo-verl fetches them from TransferQueue in the trainer process: "
+                    "check that the gdpo_verl plugin is installed on every node and allowed by "
+                    "VERL_USE_EXTERNAL_PLUGINS, and that the verl version is supported."
                 )
             raise ValueError(
                 f"GDPO reward key {key!r} not found. Available per-response keys: {available or 'none'}. {hint}"
             )
     return rewards
+
+
+def _token_level(key: str, values: Any, response_mask: torch.Tensor) -> torch.Tensor:
+    """Per-token lists (or the rows of a 2-D array), one per response, placed from the first response
+    position on.
+
+    A list must cover every position up to the response's last valid token; values past the response
+    (padding) are ignored. Responses without a valid token (verl's padding samples) are skipped.
+    """
+    batch_size, width = response_mask.shape
+    rows = list(values)
+    if len(rows) != batch_size:
+        raise ValueError(f"{key!r} has {len(rows)} entries; expected one per response ({batch_size}).")
+    valid = response_mask.bool()
+    lengths = torch.where(valid.any(dim=1), width - valid.flip(1).int().argmax(dim=1), 0).tolist()
+    scores = torch.zeros(batch_size, width, dtype=torch.float64)
+    for row, (value, length) in enumerate(zip(rows, lengths, strict=True)):
+        if length == 0:
+            continue
+        array = np.asarray(value.tolist() if isinstance(value, torch.Tensor) else value)
+        if array.ndim != 1 or array.dtype.kind not in "biuf" or array.shape[0] < length:
+            raise ValueError(
+                f"{key!r} of response {row} must be a list of at least {length} numbers (one per response "
+                f"position up to the last valid token); got {_describe(value)}."
+            )
+        kept = min(array.shape[0], width)
+        scores[row, :kept] = torch.from_numpy(array[:kept].astype(np.float64))
+    return scores.to(response_mask.device)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, (list, tuple, np.ndarray, torch.Tensor)):
+        return f"{type(value).__name__} of length {len(value)}"
+    return repr(value)[:80]
 
 
 def _per_response(key: str, values: Any, response_mask: torch.Tensor) -> torch.Tensor:

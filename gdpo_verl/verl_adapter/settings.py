@@ -78,7 +78,10 @@ def _get(config: Any, key: str, default: Any = None) -> Any:
 
 
 def _reward_keys(raw: Any) -> tuple[str, ...]:
-    example = "for example +algorithm.gdpo_reward_keys=[correct,length]"
+    example = (
+        "for example algorithm.gdpo_reward_keys=[correct,length] with gdpo-verl's packaged config, "
+        "+algorithm.gdpo_reward_keys=[correct,length] with verl's ppo_trainer (which does not declare the key)"
+    )
     if raw is None:
         raise ValueError(
             "algorithm.gdpo_reward_keys is not set: list the reward components that compute_score returns, "
@@ -123,3 +126,42 @@ def _weights(keys: tuple[str, ...], raw: Any) -> dict[str, float]:
     except ValueError as exc:
         raise ValueError(f"algorithm.gdpo_reward_weights: {exc}") from exc
     return dict(zip(keys, vector.tolist(), strict=True))
+
+
+# The reward_extra_info key that gdpo_verl's reward manager fills with a value that differs between two
+# responses whenever any of their GDPO reward components differ (see gdpo_verl/rewards/manager.py).
+SIGNATURE_KEY = "gdpo_signature"
+REWARD_MANAGER_NAME = "gdpo_verl"
+
+
+def check_config(config: Any) -> GdpoSettings | None:
+    """Everything about GDPO that can be checked from the whole training config alone, before Ray starts.
+
+    Returns the settings when ``algorithm.adv_estimator`` is "gdpo", else None. Raises ValueError naming
+    the fix otherwise.
+    """
+    algorithm = _get(config, "algorithm")
+    if algorithm is None:
+        return None
+    settings = settings_from_config(algorithm) if _get(algorithm, "adv_estimator") == "gdpo" else None
+
+    filter_groups = _get(algorithm, "filter_groups")
+    if filter_groups is not None and _get(filter_groups, "enable", False):
+        metric = _get(filter_groups, "metric")
+        reward = _get(config, "reward")
+        manager = _get(reward, "reward_manager") if reward is not None else None
+        manager_name = _get(manager, "name") if manager is not None else None
+        manager_source = _get(manager, "source", "register") if manager is not None else None
+        ours = manager_name == REWARD_MANAGER_NAME and manager_source == "register"
+        if metric == SIGNATURE_KEY and not ours:
+            raise ValueError(
+                f"algorithm.filter_groups.metric={SIGNATURE_KEY} is computed by gdpo-verl's reward manager, but "
+                f"reward.reward_manager is {manager_source}:{manager_name}. Set "
+                f"reward.reward_manager.name={REWARD_MANAGER_NAME} (reward.reward_manager.source=register)."
+            )
+        if metric == SIGNATURE_KEY and not _get(algorithm, "gdpo_reward_keys"):
+            raise ValueError(
+                f"algorithm.filter_groups.metric={SIGNATURE_KEY} needs algorithm.gdpo_reward_keys: the signature "
+                "is taken over those reward components."
+            )
+    return settings

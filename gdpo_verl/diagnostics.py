@@ -1,0 +1,111 @@
+"""Per-batch diagnostics of a GDPO computation: what each reward contributed and what collapsed.
+
+Everything is read from ``GdpoParts``, the values the estimator already computed; nothing is normalized
+again. All work is on ``(B,)`` and ``(B, K)`` tensors, never ``(B, T)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from gdpo_verl.advantage import GdpoParts, group_ids, group_varies
+
+PREFIX = "gdpo/"
+
+# Advantages are compared after rounding to this many decimals (z-scores are of order 1).
+DISTINCT_DECIMALS = 6
+
+# A group counts as cancelled when its summed advantage is below this fraction of its largest term.
+CANCEL_RTOL = 1e-9
+
+
+def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
+    """Metrics logged under ``gdpo/`` every step.
+
+    Only responses with at least one valid token count (verl pads V1 batches with empty responses).
+
+    Returns:
+        ``gdpo/<reward>/mean``: raw mean of the reward's outcome score.
+        ``gdpo/<reward>/zero_var_group_frac``: fraction of groups where that reward is constant.
+        ``gdpo/<reward>/adv_contribution_std``: std over responses of ``w_k * A_k`` scaled like the final
+        advantage (divided by the batch-normalization scale), i.e. how much the reward moves the advantage.
+        ``gdpo/cancelled_group_frac``: fraction of groups where some reward varies but the weighted sum of
+        the normalized rewards is zero for every response (GDPO gives the group no signal).
+        ``gdpo/distinct_adv_per_group``: distinct advantage values per group under GDPO, and
+        ``gdpo/grpo_distinct_adv_per_group`` under GRPO on the weighted summed reward, same batch.
+    """
+    keep = parts.valid_tokens > 0
+    if not bool(keep.all()):
+        parts = _select(parts, keep)
+    if parts.scores.shape[0] == 0:
+        return {}
+    group, num_groups = parts.group, parts.num_groups
+    contributions = parts.normalized * parts.weights
+
+    metrics: dict[str, float] = {}
+    means = parts.scores.mean(dim=0).tolist()
+    varies = group_varies(parts.scores, group, num_groups)
+    zero_var = (~varies).to(torch.float64).mean(dim=0).tolist()
+    scale = _batch_scale(parts)
+    contribution_std = (contributions / scale).std(dim=0, unbiased=False).tolist()
+    for k, name in enumerate(parts.names):
+        metrics[f"{PREFIX}{name}/mean"] = means[k]
+        metrics[f"{PREFIX}{name}/zero_var_group_frac"] = zero_var[k]
+        metrics[f"{PREFIX}{name}/adv_contribution_std"] = contribution_std[k]
+
+    any_varies = varies.any(dim=1)
+    largest_term = _group_abs_max(contributions.abs().amax(dim=1), group, num_groups)
+    largest_sum = _group_abs_max(parts.summed, group, num_groups)
+    cancelled = any_varies & (largest_sum <= CANCEL_RTOL * largest_term)
+    metrics[f"{PREFIX}cancelled_group_frac"] = cancelled.to(torch.float64).mean().item()
+
+    metrics[f"{PREFIX}distinct_adv_per_group"] = distinct_per_group(parts.summed, group, num_groups)
+    # Within a group GRPO's advantage is an increasing affine map of the summed reward (or 0 for all when
+    # the sum is constant), so it has exactly as many distinct values as the summed reward itself.
+    metrics[f"{PREFIX}grpo_distinct_adv_per_group"] = distinct_per_group(parts.scores @ parts.weights, group, num_groups)
+    return metrics
+
+
+def distinct_per_group(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> float:
+    """Mean over groups of the number of distinct ``values`` ``(B,)`` (rounded) inside each group."""
+    rounded = torch.round(values * 10**DISTINCT_DECIMALS)
+    low, high = rounded.min().item(), rounded.max().item()
+    span = high - low + 1
+    if span * num_groups < 2**62:
+        # One int64 key per (group, value), then a flat unique (torch.unique(dim=...) is ~50x slower).
+        keys = group * int(span) + (rounded - low).to(torch.int64)
+    else:  # values too spread out to pack next to the group id: pack the group with the value's rank
+        _, rank = torch.unique(rounded, return_inverse=True)
+        keys = group * values.shape[0] + rank
+    return torch.unique(keys).numel() / num_groups
+
+
+def _batch_scale(parts: GdpoParts) -> float:
+    """The factor step 3 divided by: final = (summed - mean) / scale; 1.0 when nothing varies."""
+    centered_summed = parts.summed - parts.summed.mean()
+    centered_final = parts.final - parts.final.mean()
+    peak = int(centered_summed.abs().argmax())
+    if centered_final[peak] == 0:
+        return 1.0
+    return float(centered_summed[peak] / centered_final[peak])
+
+
+def _group_abs_max(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
+    return values.new_zeros(num_groups).scatter_reduce_(0, group, values.abs(), "amax")
+
+
+def _select(parts: GdpoParts, keep: torch.Tensor) -> GdpoParts:
+    """The responses in ``keep``; ``advantages`` ``(B, T)`` is left whole (metrics never read it)."""
+    group, num_groups = group_ids(parts.group[keep], int(keep.sum()), parts.group.device)
+    return replace(
+        parts,
+        scores=parts.scores[keep],
+        normalized=parts.normalized[keep],
+        summed=parts.summed[keep],
+        final=parts.final[keep],
+        group=group,
+        num_groups=num_groups,
+        valid_tokens=parts.valid_tokens[keep],
+    )

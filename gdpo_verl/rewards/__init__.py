@@ -1,0 +1,1 @@
+"""Reward-side pieces: the reward manager registered as "gdpo_verl" (``manager``)."""
