@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -150,7 +150,8 @@ class GdpoParts:
     """Everything one GDPO computation produced; diagnostics read these instead of recomputing them.
 
     Attributes:
-        advantages: ``(B, T)`` float32, the result, zero outside the response mask.
+        advantages: ``(B, T)`` float32, the result, zero outside the response mask (None when computed
+            from outcome scores alone).
         names: the reward names, in column order.
         scores: ``(B, K)`` float64 outcome score of each response and reward.
         normalized: ``(B, K)`` float64 step-1 values (per reward, per group).
@@ -161,7 +162,7 @@ class GdpoParts:
         valid_tokens: ``(B,)`` float64 valid response tokens per response.
     """
 
-    advantages: torch.Tensor
+    advantages: torch.Tensor | None
     names: tuple[str, ...]
     scores: torch.Tensor
     normalized: torch.Tensor
@@ -215,24 +216,67 @@ def gdpo_parts(
 ) -> GdpoParts:
     """``gdpo_advantage`` with its intermediate values; same arguments."""
     names = _check_rewards(rewards, response_mask)
-    weight_vector = weight_vector_for(names, weights)
-    check_options(batch_norm, eps)
-
-    device = response_mask.device
-    group, num_groups = group_ids(index, response_mask.shape[0], device)
     # The float32 copy of the mask is the output buffer too: one (B, T) allocation, filled in place at the
     # end. (Multiplying by an integer or bool mask directly takes a type-promotion path twice as slow.)
     output = response_mask.to(torch.float32, copy=True)
     scores = outcome_scores(rewards, names, output)
-
-    normalized = group_normalize(scores, group, num_groups, norm_by_std=norm_by_std, eps=eps)  # step 1
-    weight_vector = weight_vector.to(device)
-    summed = normalized @ weight_vector  # step 2
     valid_tokens = output.sum(dim=-1).to(torch.float64)
+    parts = _steps(names, scores, valid_tokens, index, weights, norm_by_std, batch_norm, eps)
+    output.mul_(parts.final.to(torch.float32).unsqueeze(-1))
+    return replace(parts, advantages=output)
+
+
+def gdpo_outcome_parts(
+    scores: Mapping[str, torch.Tensor],
+    valid_tokens: torch.Tensor,
+    index: Any,
+    weights: Mapping[str, float] | None = None,
+    *,
+    norm_by_std: bool = True,
+    batch_norm: str = "token",
+    eps: float = 1e-6,
+) -> GdpoParts:
+    """GDPO on per-response values only, without a ``(B, T)`` mask (``advantages`` is None).
+
+    Args:
+        scores: reward name -> ``(B,)`` outcome scores.
+        valid_tokens: ``(B,)`` number of valid response tokens of each response (weights for ``"token"``).
+        index, weights, norm_by_std, batch_norm, eps: as for ``gdpo_advantage``.
+    """
+    names = list(scores)
+    if not names:
+        raise ValueError("scores must name at least one reward.")
+    valid_tokens = torch.as_tensor(valid_tokens, dtype=torch.float64)
+    columns = [torch.as_tensor(scores[name], dtype=torch.float64).reshape(-1) for name in names]
+    if any(column.shape != valid_tokens.shape for column in columns) or valid_tokens.dim() != 1:
+        raise ValueError(
+            f"scores and valid_tokens must all have shape ({valid_tokens.shape[0]},); got "
+            f"{[tuple(column.shape) for column in columns]} and {tuple(valid_tokens.shape)}."
+        )
+    stacked = torch.stack(columns, dim=1)
+    _check_finite(stacked, names)
+    return _steps(names, stacked, valid_tokens, index, weights, norm_by_std, batch_norm, eps)
+
+
+def _steps(
+    names: Sequence[str],
+    scores: torch.Tensor,
+    valid_tokens: torch.Tensor,
+    index: Any,
+    weights: Mapping[str, float] | None,
+    norm_by_std: bool,
+    batch_norm: str,
+    eps: float,
+) -> GdpoParts:
+    """Steps 1-3 on ``(B, K)`` outcome scores."""
+    weight_vector = weight_vector_for(names, weights).to(scores.device)
+    check_options(batch_norm, eps)
+    group, num_groups = group_ids(index, scores.shape[0], scores.device)
+    normalized = group_normalize(scores, group, num_groups, norm_by_std=norm_by_std, eps=eps)  # step 1
+    summed = normalized @ weight_vector  # step 2
     final = batch_normalize(summed, valid_tokens, batch_norm, eps)  # step 3
-    output.mul_(final.to(torch.float32).unsqueeze(-1))
     return GdpoParts(
-        output, tuple(names), scores, normalized, weight_vector, summed, final, group, num_groups, valid_tokens
+        None, tuple(names), scores, normalized, weight_vector, summed, final, group, num_groups, valid_tokens
     )
 
 
@@ -251,6 +295,11 @@ def outcome_scores(
             reward = (reward * response_mask).sum(dim=-1)
         columns.append(reward.to(torch.float64))
     scores = torch.stack(columns, dim=1)
+    _check_finite(scores, names)
+    return scores
+
+
+def _check_finite(scores: torch.Tensor, names: Sequence[str]) -> None:
     bad = (~torch.isfinite(scores)).sum(dim=0).tolist()
     if any(bad):
         listed = ", ".join(f"{name!r}: {count}" for name, count in zip(names, bad, strict=True) if count)
@@ -258,7 +307,6 @@ def outcome_scores(
             f"non-finite reward values (NaN or Inf) in {listed} of {scores.shape[0]} responses. "
             "Fix the reward function so that it returns a finite number for every response."
         )
-    return scores
 
 
 def _check_rewards(rewards: Mapping[str, torch.Tensor], response_mask: torch.Tensor) -> list[str]:

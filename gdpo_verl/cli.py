@@ -1,11 +1,50 @@
-"""The gdpo-verl command line."""
+"""The gdpo-verl command line: demo, collapse, inspect, plot, doctor.
+
+Bad arguments or inputs print one line saying what is wrong and exit with code 2.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
+
+
+def int_set(text: str) -> list[int]:
+    """An integer ``4``, a range ``2-11`` or a list ``2,3,5`` (items may be ranges) -> sorted integers >= 1."""
+    values: set[int] = set()
+    try:
+        for item in text.split(","):
+            low, dash, high = item.strip().partition("-")
+            start, stop = (int(low), int(high)) if dash else (int(low), int(low))
+            if start > stop:
+                raise argparse.ArgumentTypeError(f"range {item!r} runs backwards")
+            values.update(range(start, stop + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer, a range a-b or a list a,b,c; got {text!r}"
+        ) from None
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"values must be at least 1; got {text!r}")
+    return sorted(values)
+
+
+def png_path(text: str) -> Path:
+    path = Path(text)
+    if path.suffix.lower() != ".png":
+        raise argparse.ArgumentTypeError(f"expected a .png file name; got {text!r}")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"directory {str(path.parent)!r} does not exist")
+    return path
+
+
+def names(text: str) -> list[str]:
+    values = [name.strip() for name in text.split(",") if name.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names; got {text!r}")
+    return values
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,24 +64,176 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSONL file, one rollout a line: uid, response_length, and one number per reward component",
     )
     demo.add_argument("--json", action="store_true", help="print the summary as JSON after the report")
+
+    collapse = commands.add_parser(
+        "collapse",
+        help="count distinct advantage groups for K binary rewards and G rollouts (the paper's Fig. 2/3)",
+        description="Enumerates every group of G rollouts with K binary rewards and counts the distinct "
+        "advantage vectors of GRPO (summed reward), GRPO without std and GDPO, with the estimator's own "
+        "normalization (population std, no eps, rounded to 1e-4, as in the paper). K and G each take an "
+        "integer, a range a-b or a list a,b,c; every combination is counted.",
+    )
+    collapse.add_argument("--rewards", type=int_set, default=[2], help="K, the number of rewards (default 2)")
+    collapse.add_argument("--rollouts", type=int_set, default=[4], help="G, rollouts per group (default 4)")
+    collapse.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    collapse.add_argument("--plot", type=png_path, metavar="FILE.png", help="draw the counts")
+
+    inspect = commands.add_parser(
+        "inspect",
+        help="per-step collapse diagnostics from algorithm.gdpo.dump_dir records or verl rollout dumps",
+        description="Reads the per-step records that algorithm.gdpo.dump_dir writes (gdpo_steps.jsonl, or "
+        "the directory holding it), or verl's rollout dumps (trainer.rollout_data_dir, <step>.jsonl) when "
+        "they carry the reward components, and reports per step: reward means, zero-variance group "
+        "fractions, distinct advantages per group under GRPO and GDPO, groups where the rewards cancel and "
+        "responses where rewards pull in opposite directions. Without PATH it reads a synthetic record "
+        "shipped with the package.",
+    )
+    inspect.add_argument("path", nargs="?", type=Path, help="record file or directory")
+    inspect.add_argument("--rewards", type=names, help="reward components (required for verl's rollout dumps)")
+    inspect.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    inspect.add_argument("--plot", type=png_path, metavar="FILE.png", help="draw the per-step diagnostics")
+
+    plot = commands.add_parser(
+        "plot",
+        help="training curves of one or more runs from verl's tensorboard logs, overlaid",
+        description="Reads the scalars verl logs to tensorboard (trainer.logger includes tensorboard) for "
+        "each run directory and draws one panel per metric with the runs overlaid: by default every "
+        "gdpo/<reward>/mean, response_length/mean and response_length/max (the paper's Fig. 5).",
+    )
+    plot.add_argument("runs", nargs="+", type=Path, help="run directories (verl's $TENSORBOARD_DIR of each run)")
+    plot.add_argument("--labels", type=names, help="one label per run (default: the directory names)")
+    plot.add_argument("--metrics", type=names, help="tags to draw instead of the defaults")
+    plot.add_argument("--out", type=png_path, metavar="FILE.png", help="where to draw (default curves.png)")
+    plot.add_argument("--json", action="store_true", help="print the drawn series as JSON")
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="check this environment: verl version, plugin active (fresh process and Ray worker), vLLM, GPUs",
+        description="Each check prints OK, WARN (needed for some uses only) or FAIL (GDPO will not work) and "
+        "what to do. Exit code 1 when a check fails. The Ray check uses the cluster at RAY_ADDRESS when set, "
+        "else starts a local one on 127.0.0.1.",
+    )
+    doctor.add_argument("--no-ray", action="store_true", help="skip the Ray worker check")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        from gdpo_verl.demo import run_demo
+    handlers = {"demo": run_demo, "collapse": run_collapse, "inspect": run_inspect, "plot": run_plot}
+    if args.command == "doctor":
+        from gdpo_verl.doctor import report, run_checks
 
-        if args.rollouts is not None and not args.rollouts.is_file():
-            parser.error(f"--rollouts {args.rollouts}: no such file")
-        try:
-            summary = run_demo(args.rollouts)
-        except ValueError as exc:
-            print(f"gdpo-verl demo: {exc}", file=sys.stderr)
-            return 2
-        if args.json:
-            print(json.dumps(summary))
+        return report(run_checks(ray_worker=not args.no_ray))
+    try:
+        return handlers[args.command](args, parser)
+    except ValueError as exc:
+        print(f"gdpo-verl {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from gdpo_verl.demo import run_demo as demo
+
+    if args.rollouts is not None and not args.rollouts.is_file():
+        parser.error(f"--rollouts {args.rollouts}: no such file")
+    summary = demo(args.rollouts)
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
+def run_collapse(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from gdpo_verl.diagnostics import COLLAPSE_METHODS, distinct_advantage_groups, multiset_count
+
+    rows = []
+    start = time.perf_counter()
+    for rewards in args.rewards:
+        for rollouts in args.rollouts:
+            groups = multiset_count(2**rewards, rollouts)
+            if groups > 10**7:
+                print(f"enumerating {groups:,} groups for K={rewards}, G={rollouts}; this takes a while", file=sys.stderr)
+            rows.append({"rewards": rewards, "rollouts": rollouts, **distinct_advantage_groups(rewards, rollouts)})
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        print(f"{'K':>3} {'G':>3} | {'GRPO':>10} {'GRPO w/o std':>13} {'GDPO':>10}")
+        for row in rows:
+            print(f"{row['rewards']:>3} {row['rollouts']:>3} | " + " ".join(
+                f"{row[method]:>{width}}" for method, width in zip(COLLAPSE_METHODS, (10, 13, 10), strict=True)
+            ))
+        print(f"({time.perf_counter() - start:.1f} s)")
+    if args.plot:
+        from gdpo_verl.plots import plot_collapse
+
+        plot_collapse(rows, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0
+
+
+def run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from gdpo_verl.records import example_path, reports
+
+    path = args.path
+    if path is None:
+        path = example_path()
+        print(f"no PATH given: reading the synthetic example record {path}", file=sys.stderr)
+    steps = reports(path, args.rewards)
+    if args.json:
+        print(json.dumps(steps))
+    else:
+        print_inspect_table(steps)
+    if args.plot:
+        from gdpo_verl.plots import plot_inspect
+
+        plot_inspect(steps, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0
+
+
+def print_inspect_table(steps: list[dict]) -> None:
+    rewards = sorted({key.split("/")[1] for step in steps for key in step["metrics"] if key.endswith("/mean")})
+    columns = [(f"{name} mean", f"gdpo/{name}/mean") for name in rewards]
+    columns += [(f"{name} const", f"gdpo/{name}/zero_var_group_frac") for name in rewards]
+    columns += [
+        ("GRPO dist", "gdpo/grpo_distinct_adv_per_group"),
+        ("GDPO dist", "gdpo/distinct_adv_per_group"),
+        ("cancel", "gdpo/cancelled_group_frac"),
+        ("conflict", "gdpo/sign_conflict_frac"),
+    ]
+    widths = [max(len(title), 7) for title, _ in columns]
+    print(f"{'step':>6} {'resp':>6} {'groups':>6} | " + " ".join(f"{t:>{w}}" for (t, _), w in zip(columns, widths, strict=True)))
+    for step in steps:
+        cells = [f"{step['metrics'].get(key, float('nan')):>{w}.3f}" for (_, key), w in zip(columns, widths, strict=True)]
+        print(f"{step['step']:>6} {step['responses']:>6} {step['groups']:>6} | " + " ".join(cells))
+    print("mean: raw reward mean; const: fraction of groups where the reward is constant; dist: distinct advantages "
+          "per group; cancel: groups whose rewards cancel under GDPO; conflict: responses whose rewards pull in "
+          "opposite directions")
+
+
+def run_plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from gdpo_verl.curves import default_tags, read_scalars
+    from gdpo_verl.plots import plot_curves
+
+    labels = args.labels or [path.name for path in args.runs]
+    if len(labels) != len(args.runs):
+        raise ValueError(f"--labels has {len(labels)} names for {len(args.runs)} runs.")
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"run labels must differ; got {labels}: pass --labels.")
+    runs = {label: read_scalars(path) for label, path in zip(labels, args.runs, strict=True)}
+    tags = args.metrics or default_tags(list(runs.values()))
+    if not tags:
+        raise ValueError("none of the default metrics (gdpo/<reward>/mean, response_length/mean|max) is in the logs; "
+                         "name tags with --metrics.")
+    missing = [tag for tag in tags if not any(tag in scalars for scalars in runs.values())]
+    if missing:
+        present = sorted(set().union(*runs.values()))
+        raise ValueError(f"no run logged {missing}; logged tags include {present[:12]}.")
+    out = args.out or Path("curves.png")
+    plot_curves(runs, tags, out)
+    if args.json:
+        print(json.dumps({label: {tag: scalars.get(tag, []) for tag in tags} for label, scalars in runs.items()}))
+    print(f"wrote {out}", file=sys.stderr)
     return 0
 
 

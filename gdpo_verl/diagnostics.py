@@ -6,11 +6,14 @@ again. All work is on ``(B,)`` and ``(B, K)`` tensors, never ``(B, T)``.
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import replace
 
+import numpy as np
 import torch
 
-from gdpo_verl.advantage import GdpoParts, group_ids, group_varies
+from gdpo_verl.advantage import GdpoParts, group_ids, group_normalize, group_varies
 
 PREFIX = "gdpo/"
 
@@ -33,6 +36,8 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
         advantage (divided by the batch-normalization scale), i.e. how much the reward moves the advantage.
         ``gdpo/cancelled_group_frac``: fraction of groups where some reward varies but the weighted sum of
         the normalized rewards is zero for every response (GDPO gives the group no signal).
+        ``gdpo/sign_conflict_frac``: fraction of responses where one reward's normalized advantage is
+        positive and another's negative (the rewards pull that response in opposite directions).
         ``gdpo/distinct_adv_per_group``: distinct advantage values per group under GDPO, and
         ``gdpo/grpo_distinct_adv_per_group`` under GRPO on the weighted summed reward, same batch.
     """
@@ -60,6 +65,8 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
     largest_sum = _group_abs_max(parts.summed, group, num_groups)
     cancelled = any_varies & (largest_sum <= CANCEL_RTOL * largest_term)
     metrics[f"{PREFIX}cancelled_group_frac"] = cancelled.to(torch.float64).mean().item()
+    conflict = (parts.normalized > 0).any(dim=1) & (parts.normalized < 0).any(dim=1)
+    metrics[f"{PREFIX}sign_conflict_frac"] = conflict.to(torch.float64).mean().item()
 
     metrics[f"{PREFIX}distinct_adv_per_group"] = distinct_per_group(parts.summed, group, num_groups)
     # Within a group GRPO's advantage is an increasing affine map of the summed reward (or 0 for all when
@@ -109,3 +116,67 @@ def _select(parts: GdpoParts, keep: torch.Tensor) -> GdpoParts:
         num_groups=num_groups,
         valid_tokens=parts.valid_tokens[keep],
     )
+
+
+# --------------------------------------------------------------------------- the paper's counting (Fig. 2/3)
+
+COLLAPSE_METHODS = ("grpo", "grpo_no_std", "gdpo")
+
+# The paper rounds advantage vectors to 1e-4 before comparing them.
+COLLAPSE_DECIMALS = 4
+
+# Multisets per batch of the enumeration: keeps memory to a few hundred MB however many groups there are.
+COLLAPSE_CHUNK = 1 << 18
+
+
+def multiset_count(num_types: int, size: int) -> int:
+    """Number of multisets of ``size`` items drawn from ``num_types`` kinds."""
+    return math.comb(num_types + size - 1, size)
+
+
+def distinct_advantage_groups(num_rewards: int, num_rollouts: int) -> dict[str, int]:
+    """The paper's distinct-advantage-group count for K binary rewards and groups of G rollouts.
+
+    Every multiset of G rollouts (each a vector of K binary rewards) is one group; each method's
+    advantage vector for the group is computed with the estimator's own ``group_normalize`` (population
+    std, no eps, as in the paper), rounded to 1e-4 and sorted; distinct vectors are counted, the all-zero
+    vector included. The batch step is left out: it does not change the count.
+
+    Returns:
+        ``{"grpo": n, "grpo_no_std": n, "gdpo": n}``.
+    """
+    if num_rewards < 1 or num_rollouts < 1:
+        raise ValueError(f"rewards and rollouts must be at least 1; got {num_rewards} and {num_rollouts}.")
+    num_types = 2**num_rewards
+    bits = torch.tensor([[(kind >> k) & 1 for k in range(num_rewards)] for kind in range(num_types)], dtype=torch.float64)
+    seen: dict[str, np.ndarray | None] = dict.fromkeys(COLLAPSE_METHODS)
+    multisets = itertools.combinations_with_replacement(range(num_types), num_rollouts)
+    while True:
+        chunk = np.fromiter(
+            itertools.chain.from_iterable(itertools.islice(multisets, COLLAPSE_CHUNK)), dtype=np.int64
+        ).reshape(-1, num_rollouts)
+        if chunk.shape[0] == 0:
+            break
+        for method, vectors in _group_advantages(bits[torch.from_numpy(chunk)]).items():
+            previous = seen[method]
+            stacked = vectors if previous is None else np.concatenate([previous, vectors])
+            seen[method] = np.unique(stacked, axis=0)
+    return {method: int(rows.shape[0]) for method, rows in seen.items()}
+
+
+def _group_advantages(rewards: torch.Tensor) -> dict[str, np.ndarray]:
+    """``rewards`` ``(N, G, K)`` -> per method, the ``(N, G)`` sorted, rounded advantage vectors."""
+    count, size, num_rewards = rewards.shape
+    flat = rewards.reshape(count * size, num_rewards)
+    group = torch.arange(count).repeat_interleave(size)
+    summed = flat.sum(dim=1, keepdim=True)
+    advantages = {
+        "grpo": group_normalize(summed, group, count, eps=0.0, ddof=0)[:, 0],
+        "grpo_no_std": group_normalize(summed, group, count, norm_by_std=False, eps=0.0, ddof=0)[:, 0],
+        "gdpo": group_normalize(flat, group, count, eps=0.0, ddof=0).sum(dim=1),
+    }
+    out = {}
+    for method, values in advantages.items():
+        rounded = torch.round(values.reshape(count, size), decimals=COLLAPSE_DECIMALS) + 0.0
+        out[method] = np.unique(torch.sort(rounded, dim=1).values.numpy(), axis=0)
+    return out

@@ -26,6 +26,7 @@ ERRORS = [
     (["algorithm.gdpo_reward_weights=[1.0]"], r"has 1 value\(s\) \[1\.0\] but gdpo_reward_keys has 2"),
     (["algorithm.gdpo_reward_weights={correct:1.0,lenght:0.5}"], r"unknown: \['lenght'\], missing: \['length'\]"),
     (["algorithm.gdpo.batch_norm=tokens"], r"algorithm\.gdpo: batch_norm must be one of"),
+    (["algorithm.gdpo.dump_dir=5"], r"algorithm\.gdpo\.dump_dir must be a directory path or null; got 5"),
     (["+algorithm.gdpo.epsilon=0.1"], r"unknown option\(s\) algorithm\.gdpo\.\['epsilon'\]"),
     (["+algorithm.gdpo_reward_weight=[1,1]"], r"unknown GDPO key\(s\) algorithm\.\['gdpo_reward_weight'\]"),
     (["algorithm.use_kl_in_reward=true"], r"use_kl_in_reward=True is not supported.*actor_rollout_ref\.actor\.use_kl_loss"),

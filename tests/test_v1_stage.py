@@ -24,6 +24,7 @@ from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 from gdpo_verl.advantage import gdpo_parts
 from gdpo_verl.diagnostics import advantage_metrics
+from gdpo_verl.records import load_steps, step_report
 from tests.reference import reference_gdpo
 
 KEYS = ["correct", "length"]
@@ -225,3 +226,23 @@ def test_other_estimators_run_verls_stage_unchanged(transfer_queue):
     advantages, _ = read_advantages(batch)
     assert advantages.abs().sum() > 0
     assert not any(key.startswith("gdpo/") for key in metrics)
+
+
+def test_dump_dir_records_the_v1_step_with_its_global_step(transfer_queue, tmp_path):
+    base = random_samples(seed=10, groups=2, group_size=3)
+    samples = [(uid, session, output, length + output, info) for uid, session, _, length, info in base for output in range(2)]
+    batch = put_samples(samples)
+    stage = trainer(f"algorithm.gdpo.dump_dir={tmp_path}")
+    stage.global_steps = 7
+    trainer_metrics = {}
+    stage._compute_advantage(batch, trainer_metrics)
+    (record,) = load_steps(tmp_path)
+    assert record.step == 7
+    # One row per session: its last output, which is what the group statistics used.
+    finals = [sample for sample in samples if sample[2] == 1]
+    assert record.uid == [uid for uid, *_ in finals]
+    assert record.rewards["correct"] == [info["correct"] for *_, info in finals]
+    assert record.response_length == [length for _, _, _, length, _ in finals]
+    assert step_report(record)["metrics"] == pytest.approx(
+        {key: value for key, value in trainer_metrics.items() if key.startswith("gdpo/")}
+    )

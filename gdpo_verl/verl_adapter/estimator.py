@@ -20,6 +20,7 @@ import torch
 
 from gdpo_verl.advantage import gdpo_parts
 from gdpo_verl.diagnostics import advantage_metrics
+from gdpo_verl.records import append_record
 from gdpo_verl.verl_adapter.settings import settings_from_config
 
 TOKEN_LEVEL_PREFIX = "token_level_scores_"
@@ -39,10 +40,12 @@ class StepInputs:
     keys: Sequence[str]
     components: Mapping[str, np.ndarray] = field(default_factory=dict)
     tensors: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    global_step: int | None = None
 
 
 _STEP_INPUTS: ContextVar[StepInputs | None] = ContextVar("gdpo_verl_step_inputs", default=None)
 _last_metrics: dict[str, float] = {}
+_calls = 0
 
 
 @contextmanager
@@ -84,7 +87,8 @@ def compute_gdpo_advantage(
     Returns:
         ``(advantages, returns)``, both the same ``(B, T)`` tensor.
     """
-    global _last_metrics
+    global _last_metrics, _calls
+    _calls += 1
     settings = settings_from_config(config)
     if index is None:
         raise ValueError(
@@ -103,6 +107,7 @@ def compute_gdpo_advantage(
     rewards = gather_rewards(settings.reward_keys, response_mask, per_response, tensors)
     options = dict(norm_by_std=settings.norm_by_std, batch_norm=settings.batch_norm, eps=settings.eps)
 
+    uids = np.asarray(index)
     if final_rows is None:
         parts = gdpo_parts(rewards, response_mask, index, settings.weights, **options)
         advantages = parts.advantages
@@ -113,13 +118,19 @@ def compute_gdpo_advantage(
         parts = gdpo_parts(
             {name: value[rows] for name, value in rewards.items()},
             response_mask[rows],
-            np.asarray(index)[final_rows],
+            uids[final_rows],
             settings.weights,
             **options,
         )
         per_row = parts.final.to(torch.float32)[row_to_final.to(response_mask.device)]
         advantages = response_mask.to(torch.float32, copy=True).mul_(per_row.unsqueeze(-1))
+        uids = uids[final_rows]
     _last_metrics = advantage_metrics(parts)
+    if settings.dump_dir is not None:
+        # The trainer's global step under V1; the legacy trainer does not hand it over, so there it is the
+        # call count of this process (the same unless the run resumed from a checkpoint).
+        step = inputs.global_step if inputs is not None and inputs.global_step is not None else _calls
+        append_record(settings.dump_dir, parts, uids, step, **options)
     return advantages, advantages
 
 

@@ -23,6 +23,7 @@ import importlib
 import importlib.abc
 import logging
 import sys
+from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -74,6 +75,7 @@ def _v1_compute_advantage_wrapper(original: Callable[..., Any]) -> Callable[...,
             return original(self, batch, metrics)
         settings = settings_from_config(algorithm)
         inputs = fetch_step_inputs(batch.keys, batch.partition_id, settings.reward_keys)
+        inputs = replace(inputs, global_step=getattr(self, "global_steps", None))
         with step_inputs(inputs):
             result = original(self, batch, metrics)
         metrics.update(pop_step_metrics())

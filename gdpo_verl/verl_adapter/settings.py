@@ -12,7 +12,7 @@ from typing import Any
 from gdpo_verl.advantage import check_options, weight_vector_for
 
 # Options under ``algorithm.gdpo`` and their defaults.
-OPTION_DEFAULTS: dict[str, Any] = {"batch_norm": "token", "eps": 1e-6}
+OPTION_DEFAULTS: dict[str, Any] = {"batch_norm": "token", "eps": 1e-6, "dump_dir": None}
 
 # Every ``algorithm`` key of GDPO's own; any other key starting with "gdpo" is a typo.
 GDPO_KEYS = ("gdpo_reward_keys", "gdpo_reward_weights", "gdpo")
@@ -25,6 +25,7 @@ class GdpoSettings:
     norm_by_std: bool
     batch_norm: str
     eps: float
+    dump_dir: str | None = None
 
 
 def settings_from_config(algorithm: Any) -> GdpoSettings:
@@ -70,7 +71,10 @@ def settings_from_config(algorithm: Any) -> GdpoSettings:
         check_options(merged["batch_norm"], merged["eps"])
     except ValueError as exc:
         raise ValueError(f"algorithm.gdpo: {exc}") from exc
-    return GdpoSettings(keys, weights, norm_by_std, merged["batch_norm"], float(merged["eps"]))
+    dump_dir = merged["dump_dir"]
+    if dump_dir is not None and (not isinstance(dump_dir, str) or not dump_dir.strip()):
+        raise ValueError(f"algorithm.gdpo.dump_dir must be a directory path or null; got {dump_dir!r}.")
+    return GdpoSettings(keys, weights, norm_by_std, merged["batch_norm"], float(merged["eps"]), dump_dir)
 
 
 def _get(config: Any, key: str, default: Any = None) -> Any:

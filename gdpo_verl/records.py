@@ -1,0 +1,214 @@
+"""Per-step records of GDPO's inputs and outputs, for offline analysis (``gdpo-verl inspect``).
+
+With ``algorithm.gdpo.dump_dir`` set, every advantage step appends one JSON line to
+``<dump_dir>/gdpo_steps.jsonl``: each response's group (uid), reward components, valid response length
+and final advantage, plus the settings that produced them. ``load_steps`` reads these files, and verl's
+own rollout dumps (``trainer.rollout_data_dir``: ``<step>.jsonl``, one response a line) when they carry
+the reward components; ``step_report`` turns a step into the ``gdpo/`` metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gdpo_verl.advantage import GdpoParts, gdpo_outcome_parts
+from gdpo_verl.diagnostics import advantage_metrics
+
+RECORD_FILE = "gdpo_steps.jsonl"
+FORMAT = "gdpo-verl/steps-v1"
+
+
+@dataclass
+class StepRecord:
+    step: int
+    uid: list[str]
+    rewards: dict[str, list[float]]
+    response_length: list[int] | None
+    weights: dict[str, float] | None = None
+    norm_by_std: bool = True
+    batch_norm: str = "token"
+    eps: float = 1e-6
+
+
+def example_path() -> Path:
+    """The synthetic record shipped with the package (``scripts/make_example_records.py`` made it)."""
+    return Path(str(files("gdpo_verl") / "data" / "example_steps.jsonl"))
+
+
+def append_record(
+    dump_dir: str | Path,
+    parts: GdpoParts,
+    uids: Sequence[Any],
+    step: int,
+    *,
+    norm_by_std: bool,
+    batch_norm: str,
+    eps: float,
+) -> Path:
+    """Append one step to ``<dump_dir>/gdpo_steps.jsonl``; returns the file."""
+    directory = Path(dump_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    record = {
+        "format": FORMAT,
+        "step": int(step),
+        "uid": [str(uid) for uid in uids],
+        "rewards": {name: parts.scores[:, k].tolist() for k, name in enumerate(parts.names)},
+        "weights": dict(zip(parts.names, parts.weights.tolist(), strict=True)),
+        "response_length": [int(n) for n in parts.valid_tokens.tolist()],
+        "advantage": [round(value, 6) for value in parts.final.tolist()],
+        "norm_by_std": norm_by_std,
+        "batch_norm": batch_norm,
+        "eps": eps,
+    }
+    path = directory / RECORD_FILE
+    with path.open("a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    return path
+
+
+def load_steps(path: str | Path, rewards: Sequence[str] | None = None) -> list[StepRecord]:
+    """Steps from a gdpo-verl record (a ``gdpo_steps.jsonl`` file or a directory holding one) or from verl's
+    rollout dumps (a ``<step>.jsonl`` file or a directory of them, grouped by identical prompt text).
+
+    Args:
+        rewards: the component names; required for verl's dumps (they mix components with other fields),
+            optional for gdpo-verl records (a subset to keep).
+    """
+    path = Path(path)
+    if path.is_dir():
+        if (path / RECORD_FILE).is_file():
+            path = path / RECORD_FILE
+        else:
+            dumps = sorted(path.glob("*.jsonl"), key=_dump_order)
+            if not dumps:
+                raise ValueError(f"{path} holds neither {RECORD_FILE} nor verl rollout dumps (<step>.jsonl).")
+            return [step for dump in dumps for step in _load_file(dump, rewards)]
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file or directory.")
+    return _load_file(path, rewards)
+
+
+def _dump_order(path: Path) -> tuple[int, str]:
+    """verl names its dumps <step>.jsonl: numeric order, then anything else by name."""
+    return (int(path.stem), "") if path.stem.isdigit() else (math.inf, path.name)
+
+
+def _load_file(path: Path, rewards: Sequence[str] | None) -> list[StepRecord]:
+    lines = [(number, line) for number, line in enumerate(path.read_text().splitlines(), start=1) if line.strip()]
+    if not lines:
+        raise ValueError(f"{path} is empty.")
+    rows = []
+    for number, line in lines:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg}).") from exc
+    if all(isinstance(row, dict) and row.get("format") == FORMAT for row in rows):
+        return [_from_record(path, number, row, rewards) for (number, _), row in zip(lines, rows, strict=True)]
+    if all(isinstance(row, dict) and "input" in row and "step" in row for row in rows):
+        return _from_verl_dump(path, rows, rewards)
+    raise ValueError(
+        f"{path}: not a gdpo-verl record (lines with \"format\": \"{FORMAT}\") nor a verl rollout dump "
+        "(lines with \"input\" and \"step\")."
+    )
+
+
+def _from_record(path: Path, number: int, row: dict, rewards: Sequence[str] | None) -> StepRecord:
+    where = f"{path}:{number}"
+    names = list(row["rewards"])
+    if rewards is not None:
+        unknown = [name for name in rewards if name not in names]
+        if unknown:
+            raise ValueError(f"{where}: --rewards {unknown} not in the record, which has {names}.")
+        names = list(rewards)
+    size = len(row["uid"])
+    for name in names:
+        if len(row["rewards"][name]) != size:
+            raise ValueError(f"{where}: reward {name!r} has {len(row['rewards'][name])} values for {size} responses.")
+    weights = row.get("weights")
+    return StepRecord(
+        step=int(row["step"]),
+        uid=row["uid"],
+        rewards={name: row["rewards"][name] for name in names},
+        response_length=row.get("response_length"),
+        weights={name: weights[name] for name in names} if weights else None,
+        norm_by_std=bool(row.get("norm_by_std", True)),
+        batch_norm=row.get("batch_norm", "token"),
+        eps=float(row.get("eps", 1e-6)),
+    )
+
+
+def _from_verl_dump(path: Path, rows: list[dict], rewards: Sequence[str] | None) -> list[StepRecord]:
+    if not rewards:
+        numeric = sorted(key for key, value in rows[0].items() if _is_number(value) and key not in ("score", "step"))
+        raise ValueError(
+            f"{path} is a verl rollout dump: name the reward components with --rewards "
+            f"(numeric fields in it: {numeric})."
+        )
+    missing = sorted({name for row in rows for name in rewards if name not in row})
+    if missing:
+        raise ValueError(f"{path}: rewards {missing} are not in the dump; its fields are {sorted(rows[0])}.")
+    by_step: dict[int, list[dict]] = {}
+    for row in rows:
+        by_step.setdefault(int(row["step"]), []).append(row)
+    steps = []
+    for step, members in sorted(by_step.items()):
+        for name in rewards:
+            bad = [row[name] for row in members if not _is_number(row[name])]
+            if bad:
+                raise ValueError(f"{path}: reward {name!r} has non-numeric values such as {bad[0]!r}.")
+        # verl's dump has no uid: the rollouts of one prompt share its text.
+        steps.append(
+            StepRecord(
+                step=step,
+                uid=[str(row["input"]) for row in members],
+                rewards={name: [float(row[name]) for row in members] for name in rewards},
+                response_length=None,
+                batch_norm="sequence",
+            )
+        )
+    return steps
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and math.isfinite(value)
+
+
+def step_parts(record: StepRecord) -> GdpoParts:
+    """Recompute GDPO for one step from its record (per-response values only)."""
+    size = len(record.uid)
+    lengths = record.response_length if record.response_length is not None else [1] * size
+    return gdpo_outcome_parts(
+        {name: torch.tensor(values, dtype=torch.float64) for name, values in record.rewards.items()},
+        torch.tensor(lengths, dtype=torch.float64),
+        np.array(record.uid, dtype=object),
+        record.weights,
+        norm_by_std=record.norm_by_std,
+        batch_norm=record.batch_norm,
+        eps=record.eps,
+    )
+
+
+def step_report(record: StepRecord) -> dict[str, Any]:
+    """``{"step", "responses", "groups", "metrics"}`` with the ``gdpo/`` metrics of the step."""
+    parts = step_parts(record)
+    return {
+        "step": record.step,
+        "responses": len(record.uid),
+        "groups": parts.num_groups,
+        "metrics": advantage_metrics(parts),
+    }
+
+
+def reports(path: str | Path, rewards: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    return [step_report(record) for record in load_steps(path, rewards)]
