@@ -219,3 +219,18 @@ def test_a_per_token_list_shorter_than_its_response_is_refused():
     data.non_tensor_batch["token_level_scores_length"] = ragged
     with pytest.raises(ValueError, match=rf"'token_level_scores_length' of response 2 must be a list of at least {lengths[2]} numbers"):
         run(data, algorithm())
+
+
+def test_conditions_keep_a_reward_only_where_another_reaches_the_threshold():
+    from gdpo_verl.verl_adapter.estimator import pop_step_metrics
+
+    data, components = rollout_batch(seed=6)
+    conditioned = algorithm(gdpo={"conditions": [{"reward": "length", "given": "correct", "at_least": 1}]})
+    result = run(data, conditioned).batch["advantages"]
+    metrics = pop_step_metrics()
+
+    gated, _ = rollout_batch(seed=6)
+    gated.non_tensor_batch["length"] = (components["length"] * components["correct"]).numpy()
+    torch.testing.assert_close(result, run(gated, algorithm()).batch["advantages"], rtol=0, atol=0)
+    assert metrics["gdpo/length/raw_mean"] == pytest.approx(components["length"].mean().item())
+    assert metrics["gdpo/length/mean"] == pytest.approx((components["length"] * components["correct"]).mean().item())

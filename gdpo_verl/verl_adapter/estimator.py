@@ -21,7 +21,7 @@ import torch
 from gdpo_verl.advantage import gdpo_parts
 from gdpo_verl.diagnostics import advantage_metrics
 from gdpo_verl.records import append_record
-from gdpo_verl.verl_adapter.settings import settings_from_config
+from gdpo_verl.verl_adapter.settings import Condition, settings_from_config
 
 TOKEN_LEVEL_PREFIX = "token_level_scores_"
 
@@ -105,6 +105,16 @@ def compute_gdpo_advantage(
         tensors.update(inputs.tensors)
         final_rows, row_to_final = session_layout(inputs.keys)
     rewards = gather_rewards(settings.reward_keys, response_mask, per_response, tensors)
+    raw_means = {}
+    if settings.conditions:
+        # Logged next to gdpo/<reward>/mean (the conditioned value), over the responses the metrics count.
+        counted = response_mask.any(dim=-1)
+        if final_rows is not None:
+            counted &= torch.zeros_like(counted).index_fill_(0, torch.as_tensor(final_rows, device=counted.device), True)
+        for condition in settings.conditions:
+            raw = _outcome(rewards[condition.reward], response_mask)[counted]
+            raw_means[f"gdpo/{condition.reward}/raw_mean"] = raw.to(torch.float64).mean().item()
+        rewards = apply_conditions(rewards, settings.conditions, response_mask)
     options = dict(norm_by_std=settings.norm_by_std, batch_norm=settings.batch_norm, eps=settings.eps)
 
     uids = np.asarray(index)
@@ -125,13 +135,30 @@ def compute_gdpo_advantage(
         per_row = parts.final.to(torch.float32)[row_to_final.to(response_mask.device)]
         advantages = response_mask.to(torch.float32, copy=True).mul_(per_row.unsqueeze(-1))
         uids = uids[final_rows]
-    _last_metrics = advantage_metrics(parts)
+    _last_metrics = advantage_metrics(parts) | raw_means
     if settings.dump_dir is not None:
         # The trainer's global step under V1; the legacy trainer does not hand it over, so there it is the
         # call count of this process (the same unless the run resumed from a checkpoint).
         step = inputs.global_step if inputs is not None and inputs.global_step is not None else _calls
         append_record(settings.dump_dir, parts, uids, step, **options)
     return advantages, advantages
+
+
+def apply_conditions(
+    rewards: Mapping[str, torch.Tensor], conditions: Sequence[Condition], response_mask: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """Zero each conditioned reward where its ``given`` reward (raw outcome value) is below ``at_least``."""
+    gated = dict(rewards)
+    for condition in conditions:
+        keep = _outcome(rewards[condition.given], response_mask) >= condition.at_least
+        reward = gated[condition.reward]
+        gated[condition.reward] = reward * (keep.unsqueeze(-1) if reward.dim() == 2 else keep).to(reward.dtype)
+    return gated
+
+
+def _outcome(reward: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """``(B,)`` outcome value of a ``(B,)`` or ``(B, T)`` reward."""
+    return (reward * response_mask).sum(dim=-1) if reward.dim() == 2 else reward
 
 
 def session_layout(keys: Sequence[str]) -> tuple[list[int] | None, torch.Tensor | None]:

@@ -5,6 +5,8 @@ Every key is declared, with its default and meaning, in ``gdpo_verl/config/gdpo_
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,10 +14,21 @@ from typing import Any
 from gdpo_verl.advantage import check_options, weight_vector_for
 
 # Options under ``algorithm.gdpo`` and their defaults.
-OPTION_DEFAULTS: dict[str, Any] = {"batch_norm": "token", "eps": 1e-6, "dump_dir": None}
+OPTION_DEFAULTS: dict[str, Any] = {"batch_norm": "token", "eps": 1e-6, "conditions": [], "dump_dir": None}
+
+CONDITION_KEYS = ("reward", "given", "at_least")
 
 # Every ``algorithm`` key of GDPO's own; any other key starting with "gdpo" is a typo.
 GDPO_KEYS = ("gdpo_reward_keys", "gdpo_reward_weights", "gdpo")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Keep ``reward`` only for responses whose ``given`` reward is at least ``at_least`` (else 0)."""
+
+    reward: str
+    given: str
+    at_least: float
 
 
 @dataclass(frozen=True)
@@ -26,6 +39,7 @@ class GdpoSettings:
     batch_norm: str
     eps: float
     dump_dir: str | None = None
+    conditions: tuple[Condition, ...] = ()
 
 
 def settings_from_config(algorithm: Any) -> GdpoSettings:
@@ -74,7 +88,35 @@ def settings_from_config(algorithm: Any) -> GdpoSettings:
     dump_dir = merged["dump_dir"]
     if dump_dir is not None and (not isinstance(dump_dir, str) or not dump_dir.strip()):
         raise ValueError(f"algorithm.gdpo.dump_dir must be a directory path or null; got {dump_dir!r}.")
-    return GdpoSettings(keys, weights, norm_by_std, merged["batch_norm"], float(merged["eps"]), dump_dir)
+    conditions = _conditions(keys, merged["conditions"])
+    return GdpoSettings(keys, weights, norm_by_std, merged["batch_norm"], float(merged["eps"]), dump_dir, conditions)
+
+
+def _conditions(keys: tuple[str, ...], raw: Any) -> tuple[Condition, ...]:
+    example = "for example algorithm.gdpo.conditions='[{reward:length,given:correct,at_least:1}]'"
+    if raw is None:
+        return ()
+    if isinstance(raw, (str, Mapping)) or not isinstance(raw, Sequence):
+        raise ValueError(f"algorithm.gdpo.conditions must be a list of conditions; got {raw!r}; {example}.")
+    conditions = []
+    for item in raw:
+        if not isinstance(item, Mapping) or set(item) != set(CONDITION_KEYS):
+            raise ValueError(
+                f"each algorithm.gdpo.conditions entry needs exactly the keys {list(CONDITION_KEYS)}; got {item!r}; "
+                f"{example}."
+            )
+        reward, given, at_least = item["reward"], item["given"], item["at_least"]
+        unknown = [name for name in (reward, given) if name not in keys]
+        if unknown:
+            raise ValueError(
+                f"algorithm.gdpo.conditions names {unknown}, which are not in gdpo_reward_keys {list(keys)}."
+            )
+        if reward == given:
+            raise ValueError(f"algorithm.gdpo.conditions: reward {reward!r} cannot be conditioned on itself.")
+        if isinstance(at_least, bool) or not isinstance(at_least, numbers.Real) or not math.isfinite(at_least):
+            raise ValueError(f"algorithm.gdpo.conditions: at_least must be a finite number; got {at_least!r}.")
+        conditions.append(Condition(str(reward), str(given), float(at_least)))
+    return tuple(conditions)
 
 
 def _get(config: Any, key: str, default: Any = None) -> Any:

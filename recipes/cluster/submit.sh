@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Submit a recipe (or any command) to the Ray cluster as a Ray job, and follow its output.
+#
+#   RAY_ADDRESS=http://10.0.0.1:8265 NNODES=2 bash recipes/cluster/submit.sh \
+#       recipes/math_length/r1_1.5b_gdpo.sh trainer.val_before_train=False
+#   bash recipes/cluster/submit.sh python3 -c "import verl"         # a command instead of a recipe
+#
+# The recipe runs on the cluster, not here, so the recipe knobs set in this shell (MODEL, NNODES,
+# DATA_DIR, ... : every NAME=${NAME:-...} in recipes/) are passed to the job's environment.
+# WORKING_DIR (default: this checkout) is uploaded as the job's working directory, without .venv, .git
+# and run outputs; WORKING_DIR= runs from the nodes' own copy instead. NO_WAIT=1 returns after submitting.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+RAY_ADDRESS=${RAY_ADDRESS:-http://127.0.0.1:8265}
+WORKING_DIR=${WORKING_DIR-$ROOT}
+export RAY_AUTH_MODE=${RAY_AUTH_MODE:-token}
+
+if [ $# -eq 0 ]; then
+    echo "usage: submit.sh RECIPE.sh [hydra overrides...] | submit.sh COMMAND [ARGS...]" >&2
+    exit 2
+fi
+if [[ "$1" == *.sh ]]; then
+    if [ ! -f "$1" ]; then
+        echo "submit.sh: recipe $1 not found" >&2
+        exit 2
+    fi
+    set -- bash "$@"
+fi
+
+# The recipe knobs that are set here travel with the job.
+env_vars=""
+for name in $(grep -rhoE '^ *[A-Z][A-Z0-9_]*=\$\{[A-Z][A-Z0-9_]*[:-]' "$ROOT/recipes" | sed -E 's/^ *([A-Z0-9_]+)=.*/\1/' | sort -u); do
+    if [ -n "${!name+set}" ]; then
+        value=${!name//\\/\\\\}
+        env_vars+="${env_vars:+,}\"${name}\": \"${value//\"/\\\"}\""
+    fi
+done
+runtime_env="{\"env_vars\": {${env_vars}}"
+if [ -n "$WORKING_DIR" ]; then
+    runtime_env+=", \"working_dir\": \"${WORKING_DIR}\""
+    runtime_env+=", \"excludes\": [\".venv\", \".git\", \"outputs\", \"tensorboard_log\", \"checkpoints\", \"*.parquet\"]"
+fi
+runtime_env+="}"
+
+exec ray job submit --address "$RAY_ADDRESS" --runtime-env-json "$runtime_env" ${NO_WAIT:+--no-wait} -- "$@"
