@@ -90,6 +90,7 @@ def test_missing_response_length_names_the_reward_manager():
         ({"conditioned": "yes"}, "conditioned must be true or false"),
         ({"think": "auto"}, "think must be one of"),
         ({"timeout_s": 0}, "timeout_s must be a positive number"),
+        ({"max_lenght": 3000}, r"unknown reward.custom_reward_function.reward_kwargs \['max_lenght'\]"),
     ],
 )
 def test_bad_options_are_named(options, message):

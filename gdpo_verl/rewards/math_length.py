@@ -32,6 +32,9 @@ THINK_MODES = ("required", "none")
 # A final answer longer than this is not checked (sympy can take minutes on such input): scored 0, counted.
 MAX_ANSWER_CHARS = 1000
 
+# What verl's reward managers themselves pass besides the reward_kwargs; anything else is a misspelled option.
+VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
+
 _checkers: dict[float, AnswerChecker] = {}
 _failures = 0
 
@@ -59,6 +62,12 @@ def compute_score(
         timeout_s: the longest one answer check may take.
     """
     global _failures
+    unknown = sorted(set(kwargs) - set(VERL_KWARGS))
+    if unknown:
+        raise ValueError(
+            f"unknown reward.custom_reward_function.reward_kwargs {unknown}; the options are max_length, "
+            "conditioned, think and timeout_s."
+        )
     _check_options(max_length, conditioned, think, timeout_s)
     response_length = (extra_info or {}).get("response_length")
     if not isinstance(response_length, numbers.Integral):
