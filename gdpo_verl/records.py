@@ -125,6 +125,9 @@ def _load_file(path: Path, rewards: Sequence[str] | None) -> list[StepRecord]:
 
 def _from_record(path: Path, number: int, row: dict, rewards: Sequence[str] | None) -> StepRecord:
     where = f"{path}:{number}"
+    missing = [key for key in ("step", "uid", "rewards") if key not in row]
+    if missing or not isinstance(row.get("rewards"), dict):
+        raise ValueError(f"{where}: a {FORMAT} record needs step, uid and a rewards mapping; missing {missing}.")
     names = list(row["rewards"])
     if rewards is not None:
         unknown = [name for name in rewards if name not in names]

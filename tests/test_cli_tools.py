@@ -169,6 +169,7 @@ def test_inspect_reads_verls_rollout_dumps_grouped_by_prompt(capsys, tmp_path):
         ("dump", ["--rewards", "correct,lenght"], "rewards ['lenght'] are not in the dump"),
         ("none", [], "no such file or directory"),
         ("garbage", [], "not valid JSON"),
+        ("truncated", [], "needs step, uid and a rewards mapping; missing ['uid']"),
         ("example", ["--rewards", "format"], "--rewards ['format'] not in the record"),
     ],
 )
@@ -178,6 +179,8 @@ def test_inspect_bad_inputs_exit_2_with_a_message(capsys, tmp_path, setup, argum
         write_verl_dump(path, 1, [("a", 1, 0), ("a", 0, 1)])
     elif setup == "garbage":
         path.write_text("{not json\n")
+    elif setup == "truncated":
+        path.write_text(json.dumps({"format": "gdpo-verl/steps-v1", "step": 1, "rewards": {"correct": [1.0]}}) + "\n")
     elif setup == "example":
         path = None
     code, _, err = run_cli(capsys, "inspect", *([str(path)] if path else []), *arguments)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gdpo_verl.advantage import gdpo_parts
+from gdpo_verl.advantage import gdpo_parts, outcome_scores
 from gdpo_verl.diagnostics import advantage_metrics
 from gdpo_verl.records import append_record
 from gdpo_verl.verl_adapter.settings import Condition, settings_from_config
@@ -100,10 +100,9 @@ def compute_gdpo_advantage(
     inputs = _STEP_INPUTS.get()
     final_rows = None
     if inputs is not None:
-        _check_rows(inputs.keys, index)
+        final_rows, row_to_final = session_layout(inputs.keys, index)
         per_response.update(inputs.components)
         tensors.update(inputs.tensors)
-        final_rows, row_to_final = session_layout(inputs.keys)
     rewards = gather_rewards(settings.reward_keys, response_mask, per_response, tensors)
     raw_means = {}
     if settings.conditions:
@@ -112,7 +111,7 @@ def compute_gdpo_advantage(
         if final_rows is not None:
             counted &= torch.zeros_like(counted).index_fill_(0, torch.as_tensor(final_rows, device=counted.device), True)
         for condition in settings.conditions:
-            raw = _outcome(rewards[condition.reward], response_mask)[counted]
+            raw = outcome_scores(rewards, [condition.reward], response_mask)[counted, 0]
             raw_means[f"gdpo/{condition.reward}/raw_mean"] = raw.to(torch.float64).mean().item()
         rewards = apply_conditions(rewards, settings.conditions, response_mask)
     options = dict(norm_by_std=settings.norm_by_std, batch_norm=settings.batch_norm, eps=settings.eps)
@@ -150,28 +149,39 @@ def apply_conditions(
     """Zero each conditioned reward where its ``given`` reward (raw outcome value) is below ``at_least``."""
     gated = dict(rewards)
     for condition in conditions:
-        keep = _outcome(rewards[condition.given], response_mask) >= condition.at_least
+        keep = outcome_scores(rewards, [condition.given], response_mask)[:, 0] >= condition.at_least
         reward = gated[condition.reward]
         gated[condition.reward] = reward * (keep.unsqueeze(-1) if reward.dim() == 2 else keep).to(reward.dtype)
     return gated
 
 
-def _outcome(reward: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """``(B,)`` outcome value of a ``(B,)`` or ``(B, T)`` reward."""
-    return (reward * response_mask).sum(dim=-1) if reward.dim() == 2 else reward
+def session_layout(keys: Sequence[str], index: Any) -> tuple[list[int] | None, torch.Tensor | None]:
+    """Check that row i of the batch is TransferQueue key i, and find multi-output sessions, in one pass.
 
+    Keys are ``{uid}_{session_id}_{output_index}``; each row's uid must match its key's.
 
-def session_layout(keys: Sequence[str]) -> tuple[list[int] | None, torch.Tensor | None]:
-    """For TransferQueue keys ``{uid}_{session_id}_{output_index}``: the row of each session's last output
-    and, for every row, the position of its session's last output in that list. ``(None, None)`` when every
-    session has exactly one output."""
-    last: dict[str, tuple[int, int]] = {}
+    Returns:
+        The row of each session's last output and, for every row, the position of its session's last
+        output in that list; ``(None, None)`` when every session has exactly one output.
+    """
+    uids = np.asarray(index).tolist()
+    if len(keys) != len(uids):
+        raise RuntimeError(
+            f"gdpo-verl: the V1 advantage stage fetched {len(keys)} samples but the estimator got {len(uids)} rows; "
+            "the rewards cannot be matched to responses. Please report this with your verl version."
+        )
+    last: dict[tuple[str, str], tuple[int, int]] = {}
     sessions = []
-    for row, key in enumerate(keys):
+    for row, (key, uid) in enumerate(zip(keys, uids, strict=True)):
         parts = str(key).rsplit("_", 2)
         if len(parts) != 3 or not parts[2].isdigit():
             raise ValueError(f"TransferQueue key {key!r} is not of the form {{uid}}_{{session_id}}_{{output_index}}.")
-        session, output_index = f"{parts[0]}_{parts[1]}", int(parts[2])
+        if parts[0] != str(uid):
+            raise RuntimeError(
+                f"gdpo-verl: row {row} of the advantage batch has uid {uid!r} but TransferQueue key {key!r}; "
+                "rewards and responses would be mixed up. Please report this with your verl version."
+            )
+        session, output_index = (parts[0], parts[1]), int(parts[2])
         sessions.append(session)
         if session not in last or last[session][0] < output_index:
             last[session] = (output_index, row)
@@ -180,21 +190,6 @@ def session_layout(keys: Sequence[str]) -> tuple[list[int] | None, torch.Tensor 
     final_rows = [row for _, row in last.values()]
     position = {session: i for i, session in enumerate(last)}
     return final_rows, torch.tensor([position[session] for session in sessions], dtype=torch.long)
-
-
-def _check_rows(keys: Sequence[str], index: Any) -> None:
-    uids = np.asarray(index)
-    if len(keys) != len(uids):
-        raise RuntimeError(
-            f"gdpo-verl: the V1 advantage stage fetched {len(keys)} samples but the estimator got {len(uids)} rows; "
-            "the rewards cannot be matched to responses. Please report this with your verl version."
-        )
-    for row, (key, uid) in enumerate(zip(keys, uids.tolist(), strict=True)):
-        if str(key).rsplit("_", 2)[0] != str(uid):
-            raise RuntimeError(
-                f"gdpo-verl: row {row} of the advantage batch has uid {uid!r} but TransferQueue key {key!r}; "
-                "rewards and responses would be mixed up. Please report this with your verl version."
-            )
 
 
 def gather_rewards(

@@ -137,29 +137,35 @@ def step_inputs_from_fields(keys: Sequence[str], fields: Mapping[str, Any], rewa
             components[name] = _object_array([getattr(item, "data", item) for item in value])
 
     infos = [_reward_extra_info(item) for item in fields.get("extra_fields", [None] * len(keys))]
-    wanted = [*reward_keys, *(TOKEN_LEVEL_PREFIX + key for key in reward_keys)]
-    for name in wanted:
-        if name in components or name in tensors:
-            continue
-        present = [name in info for info in infos]
-        if all(present):
-            components[name] = _object_array([info[name] for info in infos])
-        elif any(present):
-            missing = [key for key, here in zip(keys, present, strict=True) if not here]
-            raise ValueError(
-                f"reward component {name!r} is missing from reward_extra_info of {len(missing)} of {len(keys)} "
-                f"samples (first: {missing[0]!r}). compute_score must return the same keys for every response."
-            )
-    # Keys every sample has, so that an error about a missing key can list what is there.
-    for name in set.intersection(*(set(info) for info in infos)) if infos else ():
-        components.setdefault(name, _object_array([info[name] for info in infos]))
+    absent = []
+    for key in reward_keys:
+        # The estimator's order: per-token scores win over one value per response.
+        for name in (TOKEN_LEVEL_PREFIX + key, key):
+            if name in components or name in tensors:
+                break
+            present = [name in info for info in infos]
+            if all(present):
+                components[name] = _object_array([info[name] for info in infos])
+                break
+            if any(present):
+                missing = [sample for sample, here in zip(keys, present, strict=True) if not here]
+                raise ValueError(
+                    f"reward component {name!r} is missing from reward_extra_info of {len(missing)} of {len(keys)} "
+                    f"samples (first: {missing[0]!r}). compute_score must return the same keys for every response."
+                )
+        else:
+            absent.append(key)
+    if absent and infos:
+        # Only for the estimator's error message: the keys every sample does carry.
+        for name in set.intersection(*(set(info) for info in infos)):
+            components.setdefault(name, _object_array([info[name] for info in infos]))
     return StepInputs(keys=list(keys), components=components, tensors=tensors)
 
 
-def _reward_extra_info(extra_fields: Any) -> dict:
+def _reward_extra_info(extra_fields: Any) -> Mapping[str, Any]:
     extra_fields = getattr(extra_fields, "data", extra_fields)
     info = extra_fields.get("reward_extra_info", None) if isinstance(extra_fields, Mapping) else None
-    return dict(info) if isinstance(info, Mapping) else {}
+    return info if isinstance(info, Mapping) else {}
 
 
 def _object_array(values: list) -> np.ndarray:
