@@ -7,8 +7,9 @@
 #
 # The recipe runs on the cluster, not here, so the recipe knobs set in this shell (MODEL, NNODES,
 # DATA_DIR, ... : every NAME=${NAME:-...} in recipes/) are passed to the job's environment.
-# WORKING_DIR (default: this checkout) is uploaded as the job's working directory, without .venv, .git
-# and run outputs; WORKING_DIR= runs from the nodes' own copy instead. NO_WAIT=1 returns after submitting.
+# WORKING_DIR (default: this checkout) is uploaded as the job's working directory, without the virtual
+# environments, .git and run outputs; WORKING_DIR= runs from the nodes' own copy instead. NO_WAIT=1 returns
+# after submitting.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -39,7 +40,7 @@ done
 runtime_env="{\"env_vars\": {${env_vars}}"
 if [ -n "$WORKING_DIR" ]; then
     runtime_env+=", \"working_dir\": \"${WORKING_DIR}\""
-    runtime_env+=", \"excludes\": [\".venv\", \".git\", \"outputs\", \"tensorboard_log\", \"checkpoints\", \"*.parquet\"]"
+    runtime_env+=", \"excludes\": [\".venv\", \".venv-cpu-training\", \".git\", \"outputs\", \"tensorboard_log\", \"checkpoints\", \"*.parquet\"]"
 fi
 runtime_env+="}"
 

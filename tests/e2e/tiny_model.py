@@ -1,0 +1,85 @@
+"""A tiny Llama model and a word-level tokenizer, built locally for the CPU training run (no hub).
+
+The vocabulary is small and holds whole answer tokens such as ``\\boxed{4}``, so a freshly initialised model
+(near-uniform next-token distribution) writes a correct final answer in some responses and stops early
+(``<|im_end|>``) in some: both reward components of the math length-constrained reward vary within groups,
+the GDPO advantages are not all zero, and one training step must change the weights.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ANSWERS = ("2", "4", "9")
+SPECIAL = ("<pad>", "<unk>", "<|im_end|>")
+WORDS = (
+    *(f"\\boxed{{{a}}}" for a in ANSWERS),
+    "</think>",
+    "the",
+    "answer",
+    "is",
+    "so",
+    "we",
+    "get",
+    "x",
+    "=",
+    "+",
+    "1",
+    "3",
+    "user",
+    "assistant",
+    ":",
+)
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }} : {{ message['content'] }} {% endfor %}"
+    "{% if add_generation_prompt %}assistant : {% endif %}"
+)
+
+
+def build_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate((*SPECIAL, *WORDS))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<pad>", unk_token="<unk>", eos_token="<|im_end|>"
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build(out: Path, seed: int = 0) -> Path:
+    """Write a tiny LlamaForCausalLM (bf16 safetensors), its tokenizer and generation config to ``out``."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer()
+    tokenizer.save_pretrained(out)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="bfloat16",
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(out, safe_serialization=True)
+    GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id).save_pretrained(out)
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps({"model": str(build(Path(sys.argv[1])))}))

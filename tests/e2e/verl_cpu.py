@@ -1,0 +1,177 @@
+"""Run verl 0.9.1 on a machine with no accelerator: the pieces the CPU training run needs.
+
+verl has no CPU platform, so this module adds one through verl's own extension points and is loaded in
+every process of the run (driver and Ray workers) by verl itself: ``VERL_USE_EXTERNAL_MODULES=verl_cpu`` with
+this folder on ``PYTHONPATH``, and ``VERL_PLATFORM=cpu`` to select it. Nothing here edits verl's files.
+
+- ``PlatformCPU``: a ``verl.plugin.platform`` platform for the CPU (gloo, shared-memory weight transfer, no
+  CUDA IPC). Ray is started with placeholder "GPU" resources (one per CPU worker), because verl's resource
+  pools ask Ray for GPUs.
+- verl's FSDP engine is picked with ``VERL_ENGINE_DEVICE=cuda`` (it is registered for cuda/npu only) and runs
+  on whatever ``get_device_name()`` returns, here "cpu".
+
+Used by ``tests/e2e/run_cpu_training.sh`` only; it is not part of the gdpo_verl package.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from types import ModuleType
+from typing import Any, Optional
+
+import psutil
+import torch
+import torch.distributed
+
+from verl.plugin.platform import platform_manager
+from verl.plugin.platform.platform_base import PlatformBase
+from verl.plugin.platform.platform_manager import PlatformRegistry
+
+
+class _CpuDeviceModule(ModuleType):
+    """``torch.cpu`` plus the ``torch.cuda`` functions verl calls on its device module."""
+
+    def __init__(self):
+        super().__init__("verl_cpu.device")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch.cpu, name)
+
+    @staticmethod
+    def empty_cache() -> None:
+        return None
+
+    @staticmethod
+    def ipc_collect() -> None:
+        return None
+
+    @staticmethod
+    def mem_get_info(device: Any = None) -> tuple[int, int]:
+        memory = psutil.virtual_memory()
+        return memory.available, memory.total
+
+    @staticmethod
+    def memory_allocated(device: Any = None) -> int:
+        return 0
+
+    memory_reserved = max_memory_allocated = max_memory_reserved = memory_allocated
+
+    @staticmethod
+    def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+        return None
+
+    @staticmethod
+    def get_rng_state(device: Any = None) -> torch.Tensor:
+        return torch.get_rng_state()
+
+    @staticmethod
+    def set_rng_state(state: torch.Tensor, device: Any = None) -> None:
+        torch.set_rng_state(state)
+
+    @staticmethod
+    def manual_seed(seed: int) -> None:
+        torch.manual_seed(seed)
+
+    manual_seed_all = manual_seed
+
+    @staticmethod
+    def get_device_name(device: Any = None) -> str:
+        return "cpu"
+
+
+_DEVICE = _CpuDeviceModule()
+
+
+@PlatformRegistry.register(platform="cpu")
+class PlatformCPU(PlatformBase):
+    """verl platform for training and rollout on the CPU."""
+
+    @property
+    def device_name(self) -> str:
+        return "cpu"
+
+    @property
+    def vendor_name(self) -> str:
+        return "cpu"
+
+    @property
+    def device_module(self) -> ModuleType:
+        return _DEVICE
+
+    def is_available(self) -> bool:
+        return True
+
+    def current_device(self) -> str:
+        # verl passes this to .to(), torch.device() and tensor factories, where an int would mean an accelerator.
+        return "cpu"
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index: int) -> None:
+        return None
+
+    def synchronize(self, device_index: Optional[int] = None) -> None:
+        return None
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def set_allocator_settings(self, settings: str) -> None:
+        return None
+
+    def empty_cache(self) -> None:
+        return None
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[Optional[int], Optional[int]]:
+        return None, None
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        return "CUDA_VISIBLE_DEVICES"
+
+    @contextlib.contextmanager
+    def nvtx_range(self, msg: str):
+        yield
+
+    def profiler_start(self) -> None:
+        return None
+
+    def profiler_stop(self) -> None:
+        return None
+
+    def ray_resource_name(self) -> str:
+        return "GPU"
+
+    def ray_noset_envvars(self) -> list[str]:
+        return ["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"]
+
+    def is_ipc_supported(self) -> bool:
+        return False
+
+    def cudart(self) -> Any:
+        return None
+
+
+_init_process_group = torch.distributed.init_process_group
+
+
+@functools.wraps(_init_process_group)
+def _init_process_group_on_cpu(*args: Any, **kwargs: Any) -> Any:
+    # verl asks for backend f"cpu:gloo,{device}:{backend}", which on the CPU names "cpu" twice; torch refuses that.
+    if kwargs.get("backend") == "cpu:gloo,cpu:gloo":
+        kwargs["backend"] = "cpu:gloo"
+    return _init_process_group(*args, **kwargs)
+
+
+torch.distributed.init_process_group = _init_process_group_on_cpu
+
+if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu" and platform_manager._current_platform is not None:
+    # Something resolved the platform while verl was importing, before this module registered "cpu".
+    platform_manager.set_platform(PlatformCPU())
