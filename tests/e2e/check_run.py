@@ -87,10 +87,11 @@ def check(out: Path, steps: int) -> tuple[list[str], list[str]]:
         trained_on = (data["critic/advantages/min"], data["critic/advantages/max"])
         if not any(advantages):
             problems.append(f"step {step}: every GDPO advantage is 0, so there was nothing to learn")
-        if not all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5) for a, b in zip(trained_on, (min(advantages), max(advantages)))):
+        recorded = (min(advantages), max(advantages))
+        if not all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5) for a, b in zip(trained_on, recorded)):
             problems.append(
                 f"step {step}: verl trained on advantages in [{trained_on[0]:.6f}, {trained_on[1]:.6f}], "
-                f"the estimator's record says [{min(advantages):.6f}, {max(advantages):.6f}]"
+                f"the estimator's record says [{recorded[0]:.6f}, {recorded[1]:.6f}]"
             )
         probs_diff = data["training/rollout_probs_diff_max"]
         if not probs_diff < MAX_PROBS_DIFF:

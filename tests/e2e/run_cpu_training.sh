@@ -20,7 +20,7 @@ STEPS=${STEPS:-2}
 
 if [ ! -x "$PYTHON" ]; then
     echo "run_cpu_training.sh: no interpreter at $PYTHON; create the environment with" \
-         "bash scripts/setup_cpu_training_env.sh (or set PYTHON)." >&2
+         "bash scripts/setup_cpu_training_env.sh (or set CPU_TRAINING_PYTHON)." >&2
     exit 2
 fi
 mkdir -p "$OUT"
@@ -48,9 +48,9 @@ ARGS=(
     "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.math_length"
     "+reward.custom_reward_function.reward_kwargs.max_length=8"
     "+reward.custom_reward_function.reward_kwargs.think=none"
-    # data: 4 prompts x 4 responses of up to 16 tokens per step
+    # data: all 8 prompts x 4 responses of up to 16 tokens per step (8 groups: some reward varies in some group)
     "data.train_files=$TRAIN" "data.val_files=$TRAIN"
-    data.train_batch_size=4 data.max_prompt_length=64 data.max_response_length=16
+    data.train_batch_size=8 data.max_prompt_length=64 data.max_response_length=16
     data.dataloader_num_workers=0 data.filter_overlong_prompts_workers=1
     # actor: FSDP2 (FSDP1 asks for an accelerator device), SDPA attention, no torch.compile. A large learning
     # rate and no weight decay: every weight change comes from the GDPO policy gradient, and a weight sync
@@ -59,7 +59,7 @@ ARGS=(
     +actor_rollout_ref.model.override_config.attn_implementation=sdpa
     actor_rollout_ref.actor.strategy=fsdp2
     actor_rollout_ref.actor.use_torch_compile=False
-    actor_rollout_ref.actor.ppo_mini_batch_size=4 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8
+    actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16
     actor_rollout_ref.actor.optim.lr=1e-2 actor_rollout_ref.actor.optim.weight_decay=0.0
     actor_rollout_ref.actor.use_kl_loss=False
     # rollout: vLLM's CPU build, eager, no sleep mode (CUDA only), a small share of memory for the KV cache
@@ -69,7 +69,7 @@ ARGS=(
     actor_rollout_ref.rollout.enforce_eager=True
     actor_rollout_ref.rollout.free_cache_engine=False +actor_rollout_ref.rollout.enable_sleep_mode=False
     actor_rollout_ref.rollout.max_model_len=128 actor_rollout_ref.rollout.max_num_batched_tokens=512
-    actor_rollout_ref.rollout.max_num_seqs=16 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8
+    actor_rollout_ref.rollout.max_num_seqs=32 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16
     actor_rollout_ref.rollout.agent.num_workers=1
     # one placeholder "GPU" (verl's resource pools ask Ray for GPUs), a fresh local Ray on loopback
     trainer.nnodes=1 trainer.n_gpus_per_node=1 trainer.device=cpu

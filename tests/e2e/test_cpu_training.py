@@ -21,7 +21,8 @@ import pytest
 from tests.e2e import check_run
 
 ROOT = Path(__file__).resolve().parents[2]
-PYTHON = Path(os.environ.get("CPU_TRAINING_PYTHON", ROOT / ".venv-cpu-training" / "bin" / "python"))
+VENV = ROOT / os.environ.get("CPU_TRAINING_VENV", ".venv-cpu-training")  # as scripts/setup_cpu_training_env.sh
+PYTHON = Path(os.environ.get("CPU_TRAINING_PYTHON", VENV / "bin" / "python"))
 STEPS = 2
 
 pytestmark = pytest.mark.cpu_training
@@ -43,8 +44,9 @@ def run(tmp_path_factory):
         text=True,
         timeout=1200,
     )
-    (out / "run.log").write_text(result.stdout + result.stderr)
-    assert result.returncode == 0, f"the run failed (log: {out / 'run.log'}):\n{(result.stdout + result.stderr)[-6000:]}"
+    log = result.stdout + result.stderr
+    (out / "run.log").write_text(log)
+    assert result.returncode == 0, f"the run failed (log: {out / 'run.log'}):\n{log[-6000:]}"
     return out, result.stdout
 
 
@@ -61,8 +63,8 @@ def test_each_step_scored_every_response_with_both_rewards(run):
     records = check_run.step_records(out)
     assert sorted(records) == [1, 2]
     for record in records.values():
-        # 4 prompts x 4 responses; groups of 4 by uid; rewards from gdpo_verl.rewards.math_length
-        assert len(record["uid"]) == 16 and len(set(record["uid"])) == 4
+        # 8 prompts x 4 responses; groups of 4 by uid; rewards from gdpo_verl.rewards.math_length
+        assert len(record["uid"]) == 32 and len(set(record["uid"])) == 8
         assert set(record["rewards"]) == {"correct", "length"}
         assert all(value in (0.0, 1.0) for values in record["rewards"].values() for value in values)
         # the length reward is 1 exactly for responses of at most 8 tokens (max_length=8)

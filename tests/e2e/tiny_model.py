@@ -4,6 +4,10 @@ The vocabulary is small and holds whole answer tokens such as ``\\boxed{4}``, so
 (near-uniform next-token distribution) writes a correct final answer in some responses and stops early
 (``<|im_end|>``) in some: both reward components of the math length-constrained reward vary within groups,
 the GDPO advantages are not all zero, and one training step must change the weights.
+
+A Llama, not a Qwen2: transformers 5 loads a ``qwen2`` model's tokenizer as ``Qwen2Tokenizer``, which rebuilds a
+byte-level BPE from the vocabulary whatever ``tokenizer_config.json`` says, while a ``llama`` model's tokenizer
+comes from ``tokenizer.json`` as written (vLLM and verl both load it through ``AutoTokenizer``).
 """
 from __future__ import annotations
 

@@ -4,11 +4,14 @@ verl has no CPU platform, so this module adds one through verl's own extension p
 every process of the run (driver and Ray workers) by verl itself: ``VERL_USE_EXTERNAL_MODULES=verl_cpu`` with
 this folder on ``PYTHONPATH``, and ``VERL_PLATFORM=cpu`` to select it. Nothing here edits verl's files.
 
-- ``PlatformCPU``: a ``verl.plugin.platform`` platform for the CPU (gloo, shared-memory weight transfer, no
-  CUDA IPC). Ray is started with placeholder "GPU" resources (one per CPU worker), because verl's resource
-  pools ask Ray for GPUs.
+- ``PlatformCPU``: a ``verl.plugin.platform`` platform for the CPU: device "cpu" (also as the device id, which
+  verl hands to ``.to()``), gloo, no CUDA IPC (so verl syncs weights to vLLM through shared memory). Its Ray
+  resource stays "GPU": verl's resource pools ask Ray for GPUs, and the run starts Ray with one placeholder.
+- ``torch.distributed.init_process_group`` accepts verl's backend string "cpu:gloo,cpu:gloo" as "cpu:gloo".
 - verl's FSDP engine is picked with ``VERL_ENGINE_DEVICE=cuda`` (it is registered for cuda/npu only) and runs
   on whatever ``get_device_name()`` returns, here "cpu".
+
+tests/e2e/README.md lists each piece with the verl line that needs it.
 
 Used by ``tests/e2e/run_cpu_training.sh`` only; it is not part of the gdpo_verl package.
 """
@@ -30,7 +33,11 @@ from verl.plugin.platform.platform_manager import PlatformRegistry
 
 
 class _CpuDeviceModule(ModuleType):
-    """``torch.cpu`` plus the ``torch.cuda`` functions verl calls on its device module."""
+    """``torch.cpu`` plus the ``torch.cuda`` functions verl calls on its device module.
+
+    Cache and IPC calls do nothing; the memory counters read 0 (verl logs them as ``actor/perf/*memory*``;
+    ``actor/perf/cpu_memory_used_gb`` is the real figure), and ``mem_get_info`` reports the machine's memory.
+    """
 
     def __init__(self):
         super().__init__("verl_cpu.device")
