@@ -71,7 +71,8 @@ ARGS=(
     actor_rollout_ref.rollout.max_model_len=128 actor_rollout_ref.rollout.max_num_batched_tokens=512
     actor_rollout_ref.rollout.max_num_seqs=32 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16
     actor_rollout_ref.rollout.agent.num_workers=1
-    # one placeholder "GPU" (verl's resource pools ask Ray for GPUs), a fresh local Ray on loopback
+    # one placeholder "GPU" (verl's resource pools ask Ray for GPUs); a fresh local Ray (address=local: never a
+    # cluster already running on this machine)
     trainer.nnodes=1 trainer.n_gpus_per_node=1 trainer.device=cpu
     "trainer.total_training_steps=$STEPS" "trainer.save_freq=$STEPS" trainer.resume_mode=disable
     trainer.val_before_train=False trainer.test_freq=-1
@@ -79,7 +80,7 @@ ARGS=(
     "trainer.logger=[console,file]" trainer.project_name=gdpo_cpu trainer.experiment_name=tiny
     transfer_queue.backend.SimpleStorage.num_data_storage_units=1
     +ray_kwargs.ray_init.address=local +ray_kwargs.ray_init.num_cpus=8 +ray_kwargs.ray_init.num_gpus=1
-    +ray_kwargs.ray_init._node_ip_address=127.0.0.1 +ray_kwargs.ray_init.include_dashboard=False
+    +ray_kwargs.ray_init.include_dashboard=False
 )
 "$PYTHON" -m verl.trainer.main_ppo "${ARGS[@]}" "$@"
 "$PYTHON" "$ROOT/tests/e2e/check_run.py" "$OUT" --steps "$STEPS"
