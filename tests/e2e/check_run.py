@@ -19,6 +19,8 @@ import math
 import sys
 from pathlib import Path
 
+from gdpo_verl.records import RECORD_FILE
+
 GDPO_METRICS = (
     "gdpo/correct/mean",
     "gdpo/length/mean",
@@ -48,7 +50,7 @@ def step_metrics(out: Path) -> dict[int, dict]:
 
 def step_records(out: Path) -> dict[int, dict]:
     """This plugin's per-step records (``algorithm.gdpo.dump_dir``)."""
-    return {record["step"]: record for record in read_jsonl(out / "gdpo" / "gdpo_steps.jsonl")}
+    return {record["step"]: record for record in read_jsonl(out / "gdpo" / RECORD_FILE)}
 
 
 def weight_changes(out: Path, step: int) -> dict[str, float]:
