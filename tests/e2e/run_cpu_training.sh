@@ -2,7 +2,9 @@
 # A real GDPO training run on the CPU: verl's main_ppo (V1 trainer, Ray, TransferQueue, FSDP2 actor, vLLM
 # CPU rollout server, weight sync) with this plugin's estimator, reward manager and math length-constrained
 # rewards (two components: correct, length), on a tiny model and tokenizer built here and an 8-question
-# fixture dataset. Then tests/e2e/check_run.py reads what the run wrote and says whether it trained.
+# fixture dataset, under tests/e2e/supervise.py, which stops the whole run (Ray and vLLM included) with a message
+# when a part of it dies or a step stalls. Then tests/e2e/check_run.py reads what the run wrote and says whether
+# it trained.
 #
 # Needs the environment of scripts/setup_cpu_training_env.sh; scripts/train_cpu.sh does both.
 #
@@ -11,12 +13,15 @@
 #   OUT=dir                  where the model, data, metrics, per-step records and checkpoint go
 #                            (default outputs/cpu_training; the run's own subfolders in it are replaced)
 #   STEPS=n                  training steps (default 2)
+#   STALL_TIMEOUT=s          stop the run when no step finishes for s seconds (default 300; start-up and the
+#                            first step take about 3 minutes on 2 cores, a later step seconds)
 # Anything after the script name is passed to verl as extra hydra overrides.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PYTHON=${CPU_TRAINING_PYTHON:-${CPU_TRAINING_VENV:-$ROOT/.venv-cpu-training}/bin/python}
 OUT=${OUT:-$ROOT/outputs/cpu_training}
 STEPS=${STEPS:-2}
+STALL_TIMEOUT=${STALL_TIMEOUT:-300}
 
 if [ ! -x "$PYTHON" ]; then
     echo "run_cpu_training.sh: no interpreter at $PYTHON; create the environment with" \
@@ -25,7 +30,7 @@ if [ ! -x "$PYTHON" ]; then
 fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-rm -rf "$OUT/model" "$OUT/data" "$OUT/checkpoints" "$OUT/gdpo" "$OUT/metrics.jsonl"
+rm -rf "$OUT/model" "$OUT/data" "$OUT/checkpoints" "$OUT/gdpo" "$OUT/metrics.jsonl" "$OUT/run.log"
 
 "$PYTHON" "$ROOT/tests/e2e/tiny_model.py" "$OUT/model"
 "$PYTHON" "$ROOT/scripts/prepare_data.py" --out "$OUT/data" --local "deepscaler=$ROOT/tests/e2e/data/train.jsonl"
@@ -82,5 +87,6 @@ ARGS=(
     +ray_kwargs.ray_init.address=local +ray_kwargs.ray_init.num_cpus=8 +ray_kwargs.ray_init.num_gpus=1
     +ray_kwargs.ray_init.include_dashboard=False
 )
-"$PYTHON" -m verl.trainer.main_ppo "${ARGS[@]}" "$@"
+"$PYTHON" "$ROOT/tests/e2e/supervise.py" --log "$OUT/run.log" --metrics "$VERL_FILE_LOGGER_PATH" \
+    --steps "$STEPS" --stall-timeout "$STALL_TIMEOUT" -- "$PYTHON" -m verl.trainer.main_ppo "${ARGS[@]}" "$@"
 "$PYTHON" "$ROOT/tests/e2e/check_run.py" "$OUT" --steps "$STEPS"

@@ -1,4 +1,5 @@
-"""Two steps of real GDPO training on the CPU, through verl's own main_ppo.
+"""Two steps of real GDPO training on the CPU, through verl's own main_ppo; and a run whose vLLM engine core is
+killed, which must stop by itself, with everything it started.
 
 Nothing of verl is mocked: its V1 trainer, Ray, TransferQueue, the FSDP2 actor, the vLLM rollout server (vLLM's
 CPU build), the bucketed weight sync and the checkpoint all run for real, with this plugin's estimator,
@@ -6,16 +7,19 @@ reward manager and math rewards. What lets verl run on a CPU at all is tests/e2e
 for the CPU, added through verl's platform registry) and the environment of
 scripts/setup_cpu_training_env.sh; tests/e2e/README.md lists every such piece.
 
-The run takes about 3 minutes on 2 cores. It needs .venv-cpu-training (scripts/test.sh creates it);
-``pytest -m "not cpu_training"`` leaves it out.
+Each run takes about 3 minutes on 2 cores. They need .venv-cpu-training (scripts/test.sh creates it);
+``pytest -m "not cpu_training"`` leaves them out.
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.e2e import check_run
@@ -28,26 +32,40 @@ STEPS = 2
 pytestmark = pytest.mark.cpu_training
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def start_run(out: Path, steps: int) -> subprocess.Popen:
     if not PYTHON.is_file():
         pytest.fail(
             f"no CPU training environment at {PYTHON}: create it with bash scripts/setup_cpu_training_env.sh, "
             "or leave this test out with -m 'not cpu_training'"
         )
-    out = tmp_path_factory.mktemp("cpu_training")
     env = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "VERL_"))}
-    result = subprocess.run(
+    return subprocess.Popen(
         ["bash", str(ROOT / "tests" / "e2e" / "run_cpu_training.sh")],
-        env={**env, "CPU_TRAINING_PYTHON": str(PYTHON), "OUT": str(out), "STEPS": str(STEPS)},
-        capture_output=True,
+        env={**env, "CPU_TRAINING_PYTHON": str(PYTHON), "OUT": str(out), "STEPS": str(steps)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=1200,
+        start_new_session=True,  # a test that fails can still stop the whole run
     )
-    log = result.stdout + result.stderr
-    (out / "run.log").write_text(log)
-    assert result.returncode == 0, f"the run failed (log: {out / 'run.log'}):\n{log[-6000:]}"
-    return out, result.stdout
+
+
+def stop_run(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)  # the supervisor stops what the run started
+        process.communicate(timeout=120)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cpu_training")
+    process = start_run(out, STEPS)
+    try:
+        stdout, stderr = process.communicate(timeout=1200)
+    finally:
+        stop_run(process)
+    log = out / "run.log"  # written by tests/e2e/supervise.py
+    assert process.returncode == 0, f"the run failed (log: {log}):\n{stdout[-3000:]}\n{stderr[-3000:]}"
+    return out, stdout
 
 
 def test_both_steps_train_with_gdpo_and_change_the_weights(run):
@@ -81,3 +99,41 @@ def test_the_trainer_logged_the_plugin_metrics_next_to_its_own(run):
         # the plugin's per-reward means agree with verl's reward log of the same step
         assert data["gdpo/correct/mean"] + data["gdpo/length/mean"] == pytest.approx(data["critic/score/mean"])
     assert json.loads((out / "metrics.jsonl").read_text().splitlines()[0])["step"] == 1
+
+
+def title(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:  # it ended meanwhile
+        return ""
+
+
+def running(processes: list[psutil.Process]) -> list[psutil.Process]:
+    return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_run_whose_vllm_engine_core_dies_stops_with_everything_it_started(tmp_path):
+    process = start_run(tmp_path, steps=4)
+    run_processes: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 900
+        while 1 not in check_run.step_metrics(tmp_path):
+            assert process.poll() is None, f"the run ended before step 1:\n{process.communicate()[1][-3000:]}"
+            assert time.monotonic() < deadline, "no step 1 within 15 minutes"
+            time.sleep(1)
+        run_processes = psutil.Process(process.pid).children(recursive=True)
+        engine = next(p for p in run_processes if title(p).startswith("VLLM::EngineCore"))
+        engine.kill()
+        killed_at = time.monotonic()
+        _, stderr = process.communicate(timeout=180)
+        seconds = time.monotonic() - killed_at
+        left = running(run_processes)
+    finally:
+        stop_run(process)
+        for leftover in running(run_processes):
+            leftover.kill()
+    assert process.returncode != 0
+    assert f"VLLM::EngineCore (pid {engine.pid}, the vLLM engine core) died during step 2 of 4" in stderr
+    assert f"Log: {tmp_path / 'run.log'}" in stderr
+    assert seconds < 180
+    assert left == [], f"processes of the run still running: {left}"

@@ -10,6 +10,8 @@ this folder on ``PYTHONPATH``, and ``VERL_PLATFORM=cpu`` to select it. Nothing h
 - ``torch.distributed.init_process_group`` accepts verl's backend string "cpu:gloo,cpu:gloo" as "cpu:gloo".
 - verl's FSDP engine is picked with ``VERL_ENGINE_DEVICE=cuda`` (it is registered for cuda/npu only) and runs
   on whatever ``get_device_name()`` returns, here "cpu".
+- vLLM's linear layers keep their weights and compute with torch's linear, on every CPU
+  (``keep_vllm_linear_weights_reloadable``), so verl's weight sync can load new weights into them.
 
 tests/e2e/README.md lists each piece with the verl line that needs it.
 
@@ -19,7 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.abc
+import importlib.machinery
 import os
+import sys
 from types import ModuleType
 from typing import Any, Optional
 
@@ -178,6 +183,59 @@ def _init_process_group_on_cpu(*args: Any, **kwargs: Any) -> Any:
 
 
 torch.distributed.init_process_group = _init_process_group_on_cpu
+
+VLLM_GEMM_MODULE = "vllm.model_executor.layers.utils"
+
+
+def keep_vllm_linear_weights_reloadable(utils: ModuleType) -> None:
+    """Make vLLM's CPU build compute every 2-D linear weight with torch's linear and keep the weight.
+
+    Why: where oneDNN, AMX (SGL) or zentorch is usable, vLLM packs each weight into its kernel at load time and,
+    for linear layers, replaces ``layer.weight`` with an empty Parameter (``dispatch_cpu_unquantized_gemm``,
+    ``remove_weight=True`` in ``vllm/model_executor/layers/linear.py``); verl's weight sync then calls
+    ``load_weights`` every step and finds no ``weight_loader`` ("'Parameter' object has no attribute
+    'weight_loader'"). torch's linear reads ``layer.weight`` at every call, so a reload is what generation uses,
+    whichever kernels the CPU has. Other weights (3-D MoE experts, convolutions) keep vLLM's own dispatch.
+    """
+    vllm_dispatch = utils.dispatch_cpu_unquantized_gemm
+
+    @functools.wraps(vllm_dispatch)
+    def dispatch(layer: torch.nn.Module, remove_weight: bool) -> None:
+        if layer.weight.is_meta or layer.weight.ndim != 2:
+            return vllm_dispatch(layer, remove_weight)
+        layer.cpu_linear = torch.nn.functional.linear
+
+    utils.dispatch_cpu_unquantized_gemm = dispatch
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``then(module)`` right after ``name`` is first imported, in whichever process imports it."""
+
+    def __init__(self, name: str, then: Any):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Optional[importlib.machinery.ModuleSpec]:
+        if fullname != self.name:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then(module: ModuleType) -> None:
+            exec_module(module)
+            self.then(module)
+
+        spec.loader.exec_module = exec_then
+        return spec
+
+
+# vLLM loads models in its worker processes, which import verl (and so this module) through verl's worker
+# extension; the hook patches vLLM there without importing vLLM into every other process of the run.
+if VLLM_GEMM_MODULE in sys.modules:
+    keep_vllm_linear_weights_reloadable(sys.modules[VLLM_GEMM_MODULE])
+else:
+    sys.meta_path.insert(0, _AfterImport(VLLM_GEMM_MODULE, keep_vllm_linear_weights_reloadable))
 
 if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu" and platform_manager._current_platform is not None:
     # Something resolved the platform while verl was importing, before this module registered "cpu".

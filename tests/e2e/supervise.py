@@ -1,0 +1,261 @@
+"""Run a training command so that it can never hang: stop it, and every process it started, when a part of the
+run dies or a step makes no progress.
+
+    python tests/e2e/supervise.py --log OUT/run.log --metrics OUT/metrics.jsonl --steps N \\
+        [--stall-timeout 300] [--grace 20] -- python -m verl.trainer.main_ppo ...
+
+The command's output goes to the terminal and to ``--log``. Every second the supervisor looks at the processes
+the command started (this process is their subreaper: Ray's and vLLM's processes stay under it even when their
+parent dies) and at verl's metrics file (one line per finished step):
+
+- a part of the run died: a Ray actor (``ray::<Class>``), Ray's raylet or GCS, vLLM's engine core or worker
+  (``VLLM::...``) exited before the last step was logged. verl waits on a dead part in places that have no
+  timeout (the weight sync blocks on a ZeroMQ reply), so the run gets ``--grace`` seconds to fail on its own,
+  then it is stopped;
+- a stall: no step was logged for ``--stall-timeout`` seconds (counted from the start, then from each step; a
+  healthy step of the CPU run takes seconds, its start-up and first step about 3 minutes);
+- the command exited: its exit code.
+
+In every case nothing the command started is left running: the supervisor terminates (then kills) every
+descendant, Ray's included. When it stops the run it prints one line naming what died or stalled, and where the
+log is, and exits 1. Ctrl-C or SIGTERM stop the run the same way.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+PR_SET_CHILD_SUBREAPER = 36
+# Ray processes that are not parts of the run: pooled idle workers come and go; the agents are Ray's own.
+RAY_NOT_PARTS = ("ray::IDLE", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
+PARTS = {  # what a process title stands for, in the stop message
+    "VLLM::EngineCore": "the vLLM engine core",
+    "VLLM::Worker": "a vLLM worker",
+    "ray::vLLMHttpServer": "the vLLM rollout server",
+}
+
+
+@dataclass(frozen=True)
+class Part:
+    pid: int
+    created: float
+    title: str
+
+    @property
+    def description(self) -> str:
+        for prefix, meaning in PARTS.items():
+            if self.title.startswith(prefix):
+                return meaning
+        if self.title.startswith("ray::"):
+            return f"Ray actor {self.title.removeprefix('ray::').split('.')[0]}"
+        return f"Ray's {self.title}"
+
+    def alive(self) -> bool:
+        try:
+            process = psutil.Process(self.pid)
+            return process.create_time() == self.created and process.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+
+def part_title(process: psutil.Process) -> str | None:
+    """The title under which a process is a part of the run, or None."""
+    try:
+        cmdline = process.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return None
+    title = " ".join(cmdline).strip()
+    if title.startswith("VLLM::") or (title.startswith("ray::") and not title.startswith(RAY_NOT_PARTS)):
+        return title.split()[0]
+    executable = os.path.basename(cmdline[0]) if cmdline else ""
+    if executable in ("raylet", "gcs_server"):
+        return executable
+    return None
+
+
+def steps_logged(metrics: Path) -> int:
+    """The last step in verl's file logger (one JSON line per step), 0 before the first."""
+    if not metrics.is_file():
+        return 0
+    last = 0
+    for line in metrics.read_text().splitlines():
+        if line.strip():
+            try:
+                last = max(last, int(json.loads(line)["step"]))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line being written right now; the next look reads it whole
+    return last
+
+
+class Supervisor:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.parts: dict[int, Part] = {}
+        self.log = args.log.open("w")
+        self.lock = threading.Lock()
+
+    def say(self, line: str) -> None:
+        with self.lock:
+            self.log.write(line + "\n")
+            self.log.flush()
+        print(line, file=sys.stderr, flush=True)
+
+    def pump(self, stream) -> None:
+        for line in iter(stream.readline, b""):
+            sys.stdout.buffer.write(line)
+            sys.stdout.buffer.flush()
+            with self.lock:
+                self.log.write(line.decode(errors="replace"))
+                self.log.flush()
+
+    def look(self) -> list[Part]:
+        """Track the parts now running; return those that died since the last look."""
+        for process in psutil.Process().children(recursive=True):
+            try:
+                if process.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                title = part_title(process)
+                if title is None:
+                    self.parts.pop(process.pid, None)  # a pooled Ray worker back to ray::IDLE is no part any more
+                elif process.pid not in self.parts:
+                    self.parts[process.pid] = Part(process.pid, process.create_time(), title)
+            except psutil.NoSuchProcess:
+                continue
+        dead = [part for part in self.parts.values() if not part.alive()]
+        for part in dead:
+            del self.parts[part.pid]
+        self.reap()
+        return dead
+
+    def reap(self) -> None:
+        """Collect the exit status of orphans re-parented here (the command's own is Popen's to collect)."""
+        for child in psutil.Process().children():
+            try:
+                if child.pid != self.command.pid and child.status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(child.pid, os.WNOHANG)
+            except (psutil.NoSuchProcess, ChildProcessError):
+                continue
+
+    def run(self) -> int:
+        args = self.args
+        self.command = subprocess.Popen(args.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        reader = threading.Thread(target=self.pump, args=(self.command.stdout,), daemon=True)
+        reader.start()
+        progress_at, step, died, died_at = time.monotonic(), 0, None, None
+        try:
+            while True:
+                code = self.command.poll()
+                if code is not None:
+                    reader.join(timeout=10)
+                    if died is not None and code != 0:
+                        return self.stop(f"{died}; the training command then exited with code {code}")
+                    if code != 0:
+                        return self.stop(f"the training command exited with code {code}", code=code)
+                    return self.stop(None, code=0)
+                now_step = steps_logged(args.metrics)
+                if now_step > step:
+                    step, progress_at = now_step, time.monotonic()
+                dead = self.look()
+                if dead and died is None and step < args.steps:
+                    died, died_at = self.what_died(dead[0], step), time.monotonic()
+                if died is not None and time.monotonic() - died_at > args.grace:
+                    return self.stop(f"{died}, and the run did not stop by itself within {args.grace:g} s")
+                if time.monotonic() - progress_at > args.stall_timeout:
+                    if step >= args.steps:
+                        what = f"all {args.steps} steps were logged, but the command did not exit"
+                    else:
+                        what = f"step {step + 1} of {args.steps} made no progress"
+                    return self.stop(f"{what} for {args.stall_timeout:g} s (STALL_TIMEOUT)")
+                time.sleep(args.poll)
+        except KeyboardInterrupt:
+            return self.stop("interrupted (Ctrl-C or SIGTERM)", code=130)
+
+    def what_died(self, part: Part, step: int) -> str:
+        when = f"during step {step + 1} of {self.args.steps}" if step else "before the first step"
+        return f"{part.title} (pid {part.pid}, {part.description}) died {when}"
+
+    def stop(self, reason: str | None, code: int = 1) -> int:
+        """Stop everything the command started; report ``reason`` (None: the command succeeded)."""
+        left = self.end_all_descendants(patience=2.0 if reason else 10.0)
+        if reason is None:
+            if left:
+                self.say(f"supervise: stopped {left} process(es) still running after the command exited")
+            return 0
+        self.say(f"CPU training run stopped: {reason}. Stopped every process it started ({left}). "
+                 f"Log: {self.args.log}")
+        return code
+
+    def end_all_descendants(self, patience: float) -> int:
+        """SIGTERM, then SIGKILL, every descendant until none runs; returns how many there were."""
+        found = len(self.running())
+        for sig, wait in ((signal.SIGTERM, patience), (signal.SIGKILL, 5.0), (signal.SIGKILL, 5.0)):
+            running = self.running()
+            if not running:
+                return found
+            for process in running:
+                try:
+                    process.send_signal(sig)
+                except psutil.NoSuchProcess:
+                    continue
+            psutil.wait_procs(running, timeout=wait)
+            self.reap()
+        left = ", ".join(f"pid {process.pid}" for process in self.running())
+        if left:
+            raise SystemExit(f"supervise: could not stop {left}")
+        return found
+
+    @staticmethod
+    def running() -> list[psutil.Process]:
+        processes = []
+        for process in psutil.Process().children(recursive=True):
+            try:
+                if process.status() != psutil.STATUS_ZOMBIE:
+                    processes.append(process)
+            except psutil.NoSuchProcess:
+                continue
+        return processes
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--log", type=Path, required=True, help="the command's output is also written here")
+    parser.add_argument("--metrics", type=Path, required=True, help="verl's file logger output (one line per step)")
+    parser.add_argument("--steps", type=int, required=True, help="steps the run was asked for")
+    parser.add_argument("--stall-timeout", type=float, default=300.0, help="seconds without a new step (300)")
+    parser.add_argument("--grace", type=float, default=20.0, help="seconds the run gets to fail by itself once a part died")
+    parser.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
+    args = parser.parse_args(argv)
+    if args.command[:1] == ["--"]:
+        args.command = args.command[1:]
+    if not args.command:
+        parser.error("give the training command after --")
+    if args.stall_timeout <= 0 or args.grace < 0 or args.steps < 1:
+        parser.error("--stall-timeout must be > 0, --grace >= 0, --steps >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # Orphans (a Ray worker whose raylet died, vLLM's engine core whose server died) are re-parented to this
+    # process instead of init, so they stay in reach of the final clean-up.
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise SystemExit(f"supervise: prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(ctypes.get_errno())}")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    args.log.parent.mkdir(parents=True, exist_ok=True)
+    return Supervisor(args).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

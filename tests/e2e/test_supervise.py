@@ -1,0 +1,152 @@
+"""tests/e2e/supervise.py on stand-in commands: each way a run can die or stall ends in seconds with a message,
+and nothing the command started is left running. Real processes and signals; no vLLM or Ray needed (the real
+CPU run with its vLLM engine core killed is in test_cpu_training.py)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.e2e import supervise
+
+SUPERVISE = Path(__file__).with_name("supervise.py")
+
+
+def start(tmp_path: Path, script: str, *options: str) -> subprocess.Popen:
+    """Supervise ``bash -c script`` (run in tmp_path; it may write metrics.jsonl there)."""
+    return subprocess.Popen(
+        [sys.executable, str(SUPERVISE), "--log", str(tmp_path / "run.log"), "--metrics",
+         str(tmp_path / "metrics.jsonl"), "--poll", "0.2", *options, "--", "bash", "-c", script],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def finish(process: subprocess.Popen, limit: float = 60) -> tuple[int, str, float]:
+    started = time.monotonic()
+    _, stderr = process.communicate(timeout=limit)
+    return process.returncode, stderr, time.monotonic() - started
+
+
+def wait_for(path: Path, limit: float = 30) -> str:
+    deadline = time.monotonic() + limit
+    while not (path.is_file() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+    return path.read_text().strip()
+
+
+def assert_gone(pids: list[int]) -> None:
+    assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+
+
+def log_step(step: int) -> str:
+    return f"echo '{json.dumps({'step': step, 'data': {}})}' >> metrics.jsonl"
+
+
+# A stand-in for vLLM's engine core: a process titled as vLLM titles it, which the test kills.
+ENGINE = "(exec -a VLLM::EngineCore sleep 600) & echo $! > engine.pid"
+# A grandchild the command orphans: the supervisor, as subreaper, must still stop it.
+ORPHAN = "bash -c 'sleep 600 & echo $! > orphan.pid' ; "
+
+
+def test_a_dead_engine_core_stops_the_run_that_keeps_waiting_on_it(tmp_path):
+    process = start(tmp_path, f"{ORPHAN}{ENGINE}; {log_step(1)}; sleep 600", "--steps", "3", "--grace", "1")
+    engine = int(wait_for(tmp_path / "engine.pid"))
+    orphan = int(wait_for(tmp_path / "orphan.pid"))
+    time.sleep(1)  # seen by the supervisor
+    os.kill(engine, signal.SIGKILL)
+    code, stderr, seconds = finish(process)
+    assert code == 1
+    assert f"VLLM::EngineCore (pid {engine}, the vLLM engine core) died during step 2 of 3" in stderr
+    assert "did not stop by itself within 1 s" in stderr and f"Log: {tmp_path / 'run.log'}" in stderr
+    assert seconds < 20
+    assert_gone([orphan])
+    assert "CPU training run stopped" in (tmp_path / "run.log").read_text()
+
+
+def test_a_run_that_fails_after_a_part_died_names_both(tmp_path):
+    process = start(tmp_path, f"{ENGINE}; wait; sleep 2; exit 7", "--steps", "2", "--grace", "30")
+    engine = int(wait_for(tmp_path / "engine.pid"))
+    time.sleep(1)
+    os.kill(engine, signal.SIGKILL)
+    code, stderr, seconds = finish(process)
+    assert code == 1 and seconds < 20
+    assert "VLLM::EngineCore" in stderr and "the training command then exited with code 7" in stderr
+
+
+def test_a_step_that_makes_no_progress_stops_the_run(tmp_path):
+    process = start(tmp_path, f"{ORPHAN}{log_step(1)}; sleep 600", "--steps", "2", "--stall-timeout", "3")
+    orphan = int(wait_for(tmp_path / "orphan.pid"))
+    code, stderr, seconds = finish(process)
+    assert code == 1 and seconds < 20
+    assert "step 2 of 2 made no progress for 3 s (STALL_TIMEOUT)" in stderr
+    assert_gone([orphan])
+
+
+def test_a_run_that_logged_every_step_but_does_not_exit_is_stopped(tmp_path):
+    process = start(tmp_path, f"{log_step(1)}; sleep 600", "--steps", "1", "--stall-timeout", "2")
+    code, stderr, _ = finish(process)
+    assert code == 1 and "all 1 steps were logged, but the command did not exit for 2 s" in stderr
+
+
+def test_parts_that_end_after_the_last_step_are_a_normal_shutdown(tmp_path):
+    script = f"{ORPHAN}{ENGINE}; sleep 1; {log_step(1)}; sleep 1; kill -9 $(cat engine.pid); sleep 1; echo done"
+    process = start(tmp_path, script, "--steps", "1", "--grace", "0")
+    orphan = int(wait_for(tmp_path / "orphan.pid"))
+    code, stderr, _ = finish(process)
+    assert code == 0, stderr
+    assert "done" in (tmp_path / "run.log").read_text()
+    assert_gone([orphan])
+
+
+def test_the_command_exit_code_is_reported(tmp_path):
+    process = start(tmp_path, "echo boom >&2; exit 3", "--steps", "1")
+    code, stderr, _ = finish(process)
+    assert code == 3
+    assert "the training command exited with code 3" in stderr
+    assert "boom" in (tmp_path / "run.log").read_text()
+
+
+def test_sigterm_to_the_supervisor_stops_everything(tmp_path):
+    process = start(tmp_path, f"{ORPHAN}{ENGINE}; sleep 600", "--steps", "1")
+    engine, orphan = int(wait_for(tmp_path / "engine.pid")), int(wait_for(tmp_path / "orphan.pid"))
+    process.send_signal(signal.SIGTERM)
+    code, stderr, _ = finish(process)
+    assert code == 130 and "interrupted" in stderr
+    assert_gone([engine, orphan])
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--steps", "0"], "--steps >= 1"),
+        (["--steps", "1", "--stall-timeout", "0"], "--stall-timeout must be > 0"),
+    ],
+)
+def test_bad_options_are_refused_before_anything_starts(tmp_path, options, message):
+    process = start(tmp_path, "touch started", *options)
+    code, stderr, _ = finish(process)
+    assert code == 2 and message in stderr
+    assert not (tmp_path / "started").exists()
+
+
+def test_without_a_command_it_says_what_to_give(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(SUPERVISE), "--log", str(tmp_path / "log"), "--metrics", str(tmp_path / "m"),
+         "--steps", "1"], capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 2 and "give the training command after --" in result.stderr
+
+
+def test_a_half_written_metrics_line_is_read_on_the_next_look(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"step": 1, "data": {}}\n{"step": 2, "da')
+    assert supervise.steps_logged(metrics) == 1
+    assert supervise.steps_logged(tmp_path / "absent.jsonl") == 0
