@@ -33,6 +33,18 @@ def test_gdpo_keeps_combinations_apart_that_grpo_merges():
     assert metrics["gdpo/distinct_adv_per_group"] == metrics["gdpo/grpo_distinct_adv_per_group"] == 3
 
 
+def test_collapsed_groups_are_those_where_different_reward_vectors_share_an_advantage():
+    rows = [
+        ("a", 1, 0), ("a", 0, 1), ("a", 0, 0), ("a", 0, 0), ("a", 1, 0),  # GRPO merges (1,0) and (0,1); GDPO not
+        ("b", 1, 1), ("b", 0, 0),  # sums 2 and 0: nothing merged
+        ("c", 1, 0), ("c", 1, 0),  # one combination only: nothing to merge
+        *[("d", *rewards) for _, *rewards in ALL_FOUR],  # (1,0) and (0,1) tie under both
+    ]
+    metrics = advantage_metrics(parts_for(rows))
+    assert metrics["gdpo/grpo_collapsed_group_frac"] == pytest.approx(2 / 4)  # a and d
+    assert metrics["gdpo/collapsed_group_frac"] == pytest.approx(1 / 4)  # d
+
+
 def test_equal_weights_and_a_constant_sum_cancel_but_unequal_weights_do_not():
     rows = [("a", 1, 0), ("a", 0, 1), ("b", 1, 1), ("b", 0, 1)]
     metrics = advantage_metrics(parts_for(rows))

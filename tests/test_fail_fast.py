@@ -33,6 +33,11 @@ ERRORS = [
     (["+algorithm.gdpo.epsilon=0.1"], r"unknown option\(s\) algorithm\.gdpo\.\['epsilon'\]"),
     (["+algorithm.gdpo_reward_weight=[1,1]"], r"unknown GDPO key\(s\) algorithm\.\['gdpo_reward_weight'\]"),
     (["algorithm.use_kl_in_reward=true"], r"use_kl_in_reward=True is not supported.*actor_rollout_ref\.actor\.use_kl_loss"),
+    (["algorithm.adv_estimator=grpo", "algorithm.gdpo_reward_weights=[1.0]"], r"has 1 value\(s\) \[1\.0\]"),
+    (
+        ["algorithm.adv_estimator=grpo", "algorithm.gdpo.dump_dir=/tmp/records"],
+        r"dump_dir records the advantages GDPO trains on, but algorithm\.adv_estimator is 'grpo'",
+    ),
     (
         ["algorithm.filter_groups.enable=true", "reward.reward_manager.name=naive"],
         r"filter_groups\.metric=gdpo_signature is computed by gdpo-verl's reward manager.*register:naive",
@@ -54,6 +59,11 @@ def test_a_valid_gdpo_config_passes_the_check():
 
 def test_other_estimators_are_not_checked_for_gdpo_keys():
     assert check_config(packaged("algorithm.adv_estimator=grpo", "algorithm.gdpo_reward_keys=null")) is None
+
+
+def test_another_estimator_observed_with_gdpo_keys_may_keep_its_kl_in_the_reward():
+    # the gdpo/ metrics only: the KL penalty stays the training estimator's business
+    assert check_config(packaged("algorithm.adv_estimator=grpo", "algorithm.use_kl_in_reward=true")) is None
 
 
 def test_the_summed_reward_stays_available_as_the_filter_metric():

@@ -83,6 +83,22 @@ def random_samples(seed=0, groups=5, group_size=4, max_length=7):
     return samples
 
 
+def test_v1_stage_under_grpo_logs_what_gdpo_would_do_and_leaves_grpo_alone(transfer_queue):
+    samples = random_samples(seed=7)
+    plain, observed = put_samples(samples), put_samples(samples)
+    metrics_plain, metrics = {}, {}
+    trainer("algorithm.adv_estimator=grpo", "algorithm.gdpo_reward_keys=null")._compute_advantage(plain, metrics_plain)
+    trainer("algorithm.adv_estimator=grpo")._compute_advantage(observed, metrics)
+    torch.testing.assert_close(read_advantages(observed)[0], read_advantages(plain)[0], rtol=0, atol=0)
+    assert not any(key.startswith("gdpo/") for key in metrics_plain)
+
+    _, mask = read_advantages(observed)
+    rewards = {key: torch.tensor([info[key] for *_, info in samples]) for key in KEYS}
+    expected = advantage_metrics(gdpo_parts(rewards, mask, [uid for uid, *_ in samples], None))
+    assert {key: value for key, value in metrics.items() if key.startswith("gdpo/")} == pytest.approx(expected)
+    assert expected["gdpo/grpo_collapsed_group_frac"] >= expected["gdpo/collapsed_group_frac"]
+
+
 def read_advantages(batch):
     data = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["advantages", "response_mask"])
     return data["advantages"].to_padded_tensor(0.0), data["response_mask"].to_padded_tensor(0)
@@ -218,11 +234,11 @@ def test_unknown_reward_key_lists_what_the_samples_carry(transfer_queue):
         trainer("algorithm.gdpo_reward_keys=[correct,lenght]")._compute_advantage(batch, {})
 
 
-def test_other_estimators_run_verls_stage_unchanged(transfer_queue):
+def test_other_estimators_without_gdpo_keys_run_verls_stage_unchanged(transfer_queue):
     samples = random_samples(seed=9)
     batch = put_samples(samples)
     metrics = {}
-    trainer("algorithm.adv_estimator=grpo")._compute_advantage(batch, metrics)
+    trainer("algorithm.adv_estimator=grpo", "algorithm.gdpo_reward_keys=null")._compute_advantage(batch, metrics)
     advantages, _ = read_advantages(batch)
     assert advantages.abs().sum() > 0
     assert not any(key.startswith("gdpo/") for key in metrics)

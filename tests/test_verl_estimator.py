@@ -182,6 +182,23 @@ def test_legacy_trainer_metrics_carry_the_gdpo_metrics_of_the_step():
     assert not any(key.startswith("gdpo/") for key in ray_trainer.compute_data_metrics(batch=data, use_critic=False))
 
 
+def test_under_another_estimator_the_legacy_metrics_show_what_gdpo_would_do():
+    from verl.trainer.ppo import ray_trainer
+
+    data, _ = rollout_batch(seed=5)
+    gdpo_metrics = ray_trainer.compute_data_metrics(batch=run(data, algorithm()), use_critic=False)
+    plain = run(rollout_batch(seed=5)[0], algorithm(adv_estimator="grpo", gdpo_reward_keys=None))
+    assert not any(key.startswith("gdpo/") for key in ray_trainer.compute_data_metrics(batch=plain, use_critic=False))
+
+    observed = run(rollout_batch(seed=5)[0], algorithm(adv_estimator="grpo"))
+    # GRPO trained as without the keys; the gdpo/ metrics are GDPO's on the same batch
+    torch.testing.assert_close(observed.batch["advantages"], plain.batch["advantages"], rtol=0, atol=0)
+    metrics = ray_trainer.compute_data_metrics(batch=observed, use_critic=False)
+    assert {key: value for key, value in metrics.items() if key.startswith("gdpo/")} == pytest.approx(
+        {key: value for key, value in gdpo_metrics.items() if key.startswith("gdpo/")}
+    )
+
+
 def per_token(values, lengths, width):
     """Each response's value at its first token, zeros elsewhere, as lists of ``width`` (or the length)."""
     rows = []

@@ -3,7 +3,7 @@
 verl passes ``non_tensor_batch`` and ``batch`` to the estimator registered as "gdpo" only; this module
 gathers each reward's scores from them (and, under the V1 trainer, from what ``integration`` fetched from
 TransferQueue for the step), hands them to ``gdpo_parts`` and leaves the step's ``gdpo/`` metrics for
-the trainer hook to log.
+the trainer hook to log. ``observe_step`` leaves the same metrics when another estimator trains.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from gdpo_verl.advantage import gdpo_parts, outcome_scores
+from gdpo_verl.advantage import GdpoParts, gdpo_parts, outcome_scores
 from gdpo_verl.diagnostics import advantage_metrics
 from gdpo_verl.records import append_record
-from gdpo_verl.verl_adapter.settings import Condition, settings_from_config
+from gdpo_verl.verl_adapter.settings import Condition, GdpoSettings, settings_from_config
 
 TOKEN_LEVEL_PREFIX = "token_level_scores_"
 
@@ -58,6 +58,11 @@ def step_inputs(inputs: StepInputs) -> Iterator[None]:
         _STEP_INPUTS.reset(token)
 
 
+def current_step_inputs() -> StepInputs | None:
+    """What the V1 advantage stage fetched, inside its ``step_inputs`` block; None elsewhere."""
+    return _STEP_INPUTS.get()
+
+
 def pop_step_metrics() -> dict[str, float]:
     """The ``gdpo/`` metrics of the last estimator call, once; empty if none since the last pop."""
     global _last_metrics
@@ -90,6 +95,44 @@ def compute_gdpo_advantage(
     global _last_metrics, _calls
     _calls += 1
     settings = settings_from_config(config)
+    advantages, parts, uids, raw_means = _gdpo_step(settings, response_mask, index, non_tensor_batch, batch)
+    _last_metrics = advantage_metrics(parts) | raw_means
+    if settings.dump_dir is not None:
+        # The trainer's global step under V1; the legacy trainer does not hand it over, so there it is the
+        # call count of this process (the same unless the run resumed from a checkpoint).
+        inputs = _STEP_INPUTS.get()
+        step = inputs.global_step if inputs is not None and inputs.global_step is not None else _calls
+        options = dict(norm_by_std=settings.norm_by_std, batch_norm=settings.batch_norm, eps=settings.eps)
+        append_record(settings.dump_dir, parts, uids, step, **options)
+    return advantages, advantages
+
+
+def observe_step(
+    config: Any,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    non_tensor_batch: Mapping[str, np.ndarray] | None = None,
+) -> None:
+    """Another estimator trains on this batch: leave the ``gdpo/`` metrics of what GDPO would compute on it.
+
+    The same metrics as under "gdpo" (per-reward means, collapse under GRPO and GDPO, ...), for the trainer
+    hook to log next to the other estimator's; its advantages are not touched.
+    """
+    global _last_metrics
+    settings = settings_from_config(config, training=False)
+    _, parts, _, raw_means = _gdpo_step(settings, response_mask, index, non_tensor_batch, None)
+    _last_metrics = advantage_metrics(parts) | raw_means
+
+
+def _gdpo_step(
+    settings: GdpoSettings,
+    response_mask: torch.Tensor,
+    index: Any,
+    non_tensor_batch: Mapping[str, np.ndarray] | None,
+    batch: Any,
+) -> tuple[torch.Tensor, GdpoParts, np.ndarray, dict[str, float]]:
+    """(advantages ``(B, T)``, the computation's parts, the uid of each of their rows, raw means of conditioned
+    rewards) from verl's inputs and, under the V1 trainer, what the advantage stage fetched."""
     if index is None:
         raise ValueError(
             "the gdpo estimator needs the group id of every response (verl's non_tensor_batch['uid']); none was given."
@@ -119,28 +162,20 @@ def compute_gdpo_advantage(
     uids = np.asarray(index)
     if final_rows is None:
         parts = gdpo_parts(rewards, response_mask, index, settings.weights, **options)
-        advantages = parts.advantages
-    else:
-        # Several outputs per session (multi-output agent loops): like verl's GRPO path, only the last output
-        # of each session takes part in the group statistics, and its advantage is given to every output.
-        rows = torch.as_tensor(final_rows, device=response_mask.device)
-        parts = gdpo_parts(
-            {name: value[rows] for name, value in rewards.items()},
-            response_mask[rows],
-            uids[final_rows],
-            settings.weights,
-            **options,
-        )
-        per_row = parts.final.to(torch.float32)[row_to_final.to(response_mask.device)]
-        advantages = response_mask.to(torch.float32, copy=True).mul_(per_row.unsqueeze(-1))
-        uids = uids[final_rows]
-    _last_metrics = advantage_metrics(parts) | raw_means
-    if settings.dump_dir is not None:
-        # The trainer's global step under V1; the legacy trainer does not hand it over, so there it is the
-        # call count of this process (the same unless the run resumed from a checkpoint).
-        step = inputs.global_step if inputs is not None and inputs.global_step is not None else _calls
-        append_record(settings.dump_dir, parts, uids, step, **options)
-    return advantages, advantages
+        return parts.advantages, parts, uids, raw_means
+    # Several outputs per session (multi-output agent loops): like verl's GRPO path, only the last output of
+    # each session takes part in the group statistics, and its advantage is given to every output.
+    rows = torch.as_tensor(final_rows, device=response_mask.device)
+    parts = gdpo_parts(
+        {name: value[rows] for name, value in rewards.items()},
+        response_mask[rows],
+        uids[final_rows],
+        settings.weights,
+        **options,
+    )
+    per_row = parts.final.to(torch.float32)[row_to_final.to(response_mask.device)]
+    advantages = response_mask.to(torch.float32, copy=True).mul_(per_row.unsqueeze(-1))
+    return advantages, parts, uids[final_rows], raw_means
 
 
 def apply_conditions(

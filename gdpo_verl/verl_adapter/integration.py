@@ -13,6 +13,9 @@ rollout or engine worker does not pay for importing trainer modules it never use
   the estimator for the duration of verl's own method, and logs the estimator's ``gdpo/`` metrics.
 - ``verl.trainer.ppo.ray_trainer.compute_data_metrics`` (the legacy trainer's metrics): adds the
   ``gdpo/`` metrics of the step's advantage computation.
+- ``verl.trainer.ppo.ray_trainer.compute_advantage`` (the legacy trainer): under another estimator with
+  ``algorithm.gdpo_reward_keys`` set, leaves the ``gdpo/`` metrics of what GDPO would compute on the batch
+  (the V1 wrapper does the same for its trainer).
 - ``verl.experimental.reward_loop.reward_manager``: registers the "gdpo_verl" reward manager.
 """
 
@@ -31,8 +34,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX, StepInputs, pop_step_metrics, step_inputs
-from gdpo_verl.verl_adapter.settings import check_config, settings_from_config
+from gdpo_verl.verl_adapter.estimator import (
+    TOKEN_LEVEL_PREFIX,
+    StepInputs,
+    current_step_inputs,
+    observe_step,
+    pop_step_metrics,
+    step_inputs,
+)
+from gdpo_verl.verl_adapter.settings import check_config, observes, settings_from_config
 
 logger = logging.getLogger("gdpo_verl")
 
@@ -71,13 +81,16 @@ def _v1_compute_advantage_wrapper(original: Callable[..., Any]) -> Callable[...,
     @functools.wraps(original)
     def _compute_advantage(self: Any, batch: Any, metrics: dict) -> Any:
         algorithm = self.config.algorithm
-        if algorithm.adv_estimator != "gdpo":
+        observing = observes(algorithm)
+        if algorithm.adv_estimator != "gdpo" and not observing:
             return original(self, batch, metrics)
-        settings = settings_from_config(algorithm)
+        settings = settings_from_config(algorithm, training=not observing)
         inputs = fetch_step_inputs(batch.keys, batch.partition_id, settings.reward_keys)
         inputs = replace(inputs, global_step=getattr(self, "global_steps", None))
         with step_inputs(inputs):
             result = original(self, batch, metrics)
+            if observing:
+                observe_step(algorithm, *fetch_groups(batch.keys, batch.partition_id))
         metrics.update(pop_step_metrics())
         return result
 
@@ -86,6 +99,19 @@ def _v1_compute_advantage_wrapper(original: Callable[..., Any]) -> Callable[...,
 
 def _wrap_legacy_data_metrics(module: ModuleType) -> None:
     _wrap_attribute(module, "compute_data_metrics", _data_metrics_wrapper)
+    _wrap_attribute(module, "compute_advantage", _legacy_compute_advantage_wrapper)
+
+
+def _legacy_compute_advantage_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def compute_advantage(data: Any, *args: Any, config: Any = None, **kwargs: Any) -> Any:
+        result = original(data, *args, config=config, **kwargs)
+        # Under V1 (step inputs set) the V1 wrapper observes the whole batch; this sees one session output each.
+        if config is not None and observes(config) and current_step_inputs() is None:
+            observe_step(config, data.batch["response_mask"], data.non_tensor_batch["uid"], data.non_tensor_batch)
+        return result
+
+    return compute_advantage
 
 
 def _data_metrics_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -114,6 +140,15 @@ def fetch_step_inputs(keys: Sequence[str], partition_id: str, reward_keys: Seque
         keys=list(keys), partition_id=partition_id, select_fields=["extra_fields", *reward_keys, *token_keys]
     )
     return step_inputs_from_fields(keys, {name: data[name] for name in data.keys()}, reward_keys)
+
+
+def fetch_groups(keys: Sequence[str], partition_id: str) -> tuple[torch.Tensor, np.ndarray]:
+    """``(response_mask (B, T), uid (B,))`` of the samples, as verl's V1 advantage stage reads them."""
+    import transfer_queue as tq
+
+    data = tq.kv_batch_get(keys=list(keys), partition_id=partition_id, select_fields=["uid", "response_mask"])
+    padded = data.to_padded_tensor()
+    return padded["response_mask"], _object_array(list(padded["uid"]))
 
 
 def step_inputs_from_fields(keys: Sequence[str], fields: Mapping[str, Any], reward_keys: Sequence[str]) -> StepInputs:

@@ -42,8 +42,12 @@ class GdpoSettings:
     conditions: tuple[Condition, ...] = ()
 
 
-def settings_from_config(algorithm: Any) -> GdpoSettings:
-    """Read and validate the GDPO keys of ``algorithm`` (a DictConfig, or verl's AlgoConfig dataclass)."""
+def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
+    """Read and validate the GDPO keys of ``algorithm`` (a DictConfig, or verl's AlgoConfig dataclass).
+
+    ``training=False``: for logging what GDPO would compute while another estimator trains, where a KL
+    penalty in the reward is that estimator's business.
+    """
     if algorithm is None:
         raise ValueError(
             "the gdpo estimator needs verl's algorithm config (config=...) to know which rewards to use; got None."
@@ -58,7 +62,7 @@ def settings_from_config(algorithm: Any) -> GdpoSettings:
     keys = _reward_keys(_get(algorithm, "gdpo_reward_keys"))
     weights = _weights(keys, _get(algorithm, "gdpo_reward_weights"))
 
-    if _get(algorithm, "use_kl_in_reward", False):
+    if training and _get(algorithm, "use_kl_in_reward", False):
         raise ValueError(
             "algorithm.use_kl_in_reward=True is not supported with algorithm.adv_estimator=gdpo: GDPO normalizes "
             "each reward component, so a KL penalty folded into the summed reward would be lost. Set "
@@ -180,16 +184,29 @@ SIGNATURE_KEY = "gdpo_signature"
 REWARD_MANAGER_NAME = "gdpo_verl"
 
 
+def observes(algorithm: Any) -> bool:
+    """True when another estimator trains and ``algorithm.gdpo_reward_keys`` asks for GDPO's view of each step."""
+    return _get(algorithm, "adv_estimator") != "gdpo" and _get(algorithm, "gdpo_reward_keys") is not None
+
+
 def check_config(config: Any) -> GdpoSettings | None:
     """Everything about GDPO that can be checked from the whole training config alone, before Ray starts.
 
     Returns the settings when ``algorithm.adv_estimator`` is "gdpo", else None. Raises ValueError naming
-    the fix otherwise.
+    the fix otherwise. Under another estimator, ``algorithm.gdpo_reward_keys`` asks for the ``gdpo/`` metrics of
+    what GDPO would compute (``observes``); those settings are checked too.
     """
     algorithm = _get(config, "algorithm")
     if algorithm is None:
         return None
-    settings = settings_from_config(algorithm) if _get(algorithm, "adv_estimator") == "gdpo" else None
+    estimator = _get(algorithm, "adv_estimator")
+    settings = settings_from_config(algorithm) if estimator == "gdpo" else None
+    if observes(algorithm) and settings_from_config(algorithm, training=False).dump_dir is not None:
+        raise ValueError(
+            f"algorithm.gdpo.dump_dir records the advantages GDPO trains on, but algorithm.adv_estimator is "
+            f"{estimator!r}: nothing would be written. Unset algorithm.gdpo.dump_dir (the gdpo/ metrics are still "
+            "logged), or train with algorithm.adv_estimator=gdpo."
+        )
 
     filter_groups = _get(algorithm, "filter_groups")
     if filter_groups is not None and _get(filter_groups, "enable", False):

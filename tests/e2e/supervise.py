@@ -2,9 +2,10 @@
 run dies or a step makes no progress.
 
     python tests/e2e/supervise.py --log OUT/run.log --metrics OUT/metrics.jsonl --steps N \\
-        [--stall-timeout 300] [--grace 20] -- python -m verl.trainer.main_ppo ...
+        [--stall-timeout 300] [--grace 20] [--progress LABEL] -- python -m verl.trainer.main_ppo ...
 
-The command's output goes to the terminal and to ``--log``. Every second the supervisor looks at the processes
+The command's output goes to ``--log`` and to the terminal; with ``--progress`` the terminal gets one line per
+finished step instead (the label, the step, each reward's mean from the ``gdpo/`` metrics, the step's time). Every second the supervisor looks at the processes
 the command started (this process is their subreaper: Ray's and vLLM's processes stay under it even when their
 parent dies) and at verl's metrics file (one line per finished step):
 
@@ -14,7 +15,7 @@ parent dies) and at verl's metrics file (one line per finished step):
   then it is stopped;
 - a stall: no step was logged for ``--stall-timeout`` seconds (counted from the start, then from each step; a
   healthy step of the CPU run takes seconds, its start-up and first step about 3 minutes);
-- the command exited: its exit code.
+- the command exited: its exit code, and an error when it logged fewer steps than ``--steps``.
 
 In every case nothing the command started is left running: the supervisor terminates (then kills) every
 descendant, Ray's included. When it stops the run it prints one line naming what died or stalled, and where the
@@ -84,18 +85,26 @@ def part_title(process: psutil.Process) -> str | None:
     return None
 
 
-def steps_logged(metrics: Path) -> int:
-    """The last step in verl's file logger (one JSON line per step), 0 before the first."""
+def logged_steps(metrics: Path) -> dict[int, dict]:
+    """verl's file logger, one JSON line per step: ``{step: data}``; empty before the first step."""
     if not metrics.is_file():
-        return 0
-    last = 0
+        return {}
+    steps = {}
     for line in metrics.read_text().splitlines():
-        if line.strip():
-            try:
-                last = max(last, int(json.loads(line)["step"]))
-            except (ValueError, KeyError, TypeError):
-                continue  # a line being written right now; the next look reads it whole
-    return last
+        try:
+            entry = json.loads(line)
+            steps[int(entry["step"])] = entry["data"]
+        except (ValueError, KeyError, TypeError):
+            continue  # a line being written right now; the next look reads it whole
+    return steps
+
+
+def progress_line(label: str, step: int, steps: int, data: dict) -> str:
+    rewards = "  ".join(
+        f"{key.split('/')[1]} {value:.3f}" for key, value in data.items()
+        if key.startswith("gdpo/") and key.endswith("/mean") and key.count("/") == 2
+    )
+    return f"{label} step {step}/{steps}: {rewards}  {data.get('timing_s/step', float('nan')):.1f} s"
 
 
 class Supervisor:
@@ -113,8 +122,9 @@ class Supervisor:
 
     def pump(self, stream) -> None:
         for line in iter(stream.readline, b""):
-            sys.stdout.buffer.write(line)
-            sys.stdout.buffer.flush()
+            if self.args.progress is None:
+                sys.stdout.buffer.write(line)
+                sys.stdout.buffer.flush()
             with self.lock:
                 self.log.write(line.decode(errors="replace"))
                 self.log.flush()
@@ -162,10 +172,15 @@ class Supervisor:
                         return self.stop(f"{died}; the training command then exited with code {code}")
                     if code != 0:
                         return self.stop(f"the training command exited with code {code}", code=code)
+                    step = max(logged_steps(args.metrics), default=0)
+                    if step < args.steps:
+                        return self.stop(f"the training command exited (code 0) after logging {step} of {args.steps} steps")
                     return self.stop(None, code=0)
-                now_step = steps_logged(args.metrics)
-                if now_step > step:
-                    step, progress_at = now_step, time.monotonic()
+                logged = logged_steps(args.metrics)
+                for new in sorted(number for number in logged if number > step):
+                    if args.progress is not None:
+                        print(progress_line(args.progress, new, args.steps, logged[new]), flush=True)
+                    step, progress_at = new, time.monotonic()
                 dead = self.look()
                 if dead and died is None and step < args.steps:
                     died, died_at = self.what_died(dead[0], step), time.monotonic()
@@ -234,6 +249,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, required=True, help="steps the run was asked for")
     parser.add_argument("--stall-timeout", type=float, default=300.0, help="seconds without a new step (300)")
     parser.add_argument("--grace", type=float, default=20.0, help="seconds the run gets to fail by itself once a part died")
+    parser.add_argument("--progress", metavar="LABEL", help="one line per step on the terminal, not the output")
     parser.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
     args = parser.parse_args(argv)

@@ -114,6 +114,12 @@ def test_the_command_exit_code_is_reported(tmp_path):
     assert "boom" in (tmp_path / "run.log").read_text()
 
 
+def test_a_command_that_ends_early_without_an_error_is_an_error(tmp_path):
+    process = start(tmp_path, f"{log_step(1)}; {log_step(2)}", "--steps", "3")
+    code, stderr, _ = finish(process)
+    assert code == 1 and "the training command exited (code 0) after logging 2 of 3 steps" in stderr
+
+
 def test_sigterm_to_the_supervisor_stops_everything(tmp_path):
     process = start(tmp_path, f"{ORPHAN}{ENGINE}; sleep 600", "--steps", "1")
     engine, orphan = int(wait_for(tmp_path / "engine.pid")), int(wait_for(tmp_path / "orphan.pid"))
@@ -148,5 +154,16 @@ def test_without_a_command_it_says_what_to_give(tmp_path):
 def test_a_half_written_metrics_line_is_read_on_the_next_look(tmp_path):
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text('{"step": 1, "data": {}}\n{"step": 2, "da')
-    assert supervise.steps_logged(metrics) == 1
-    assert supervise.steps_logged(tmp_path / "absent.jsonl") == 0
+    assert supervise.logged_steps(metrics) == {1: {}}
+    assert supervise.logged_steps(tmp_path / "absent.jsonl") == {}
+
+
+def test_progress_prints_one_line_per_step_instead_of_the_output(tmp_path):
+    step = json.dumps({"step": 1, "data": {"gdpo/correct/mean": 0.25, "gdpo/short/mean": 1.0,
+                                           "gdpo/short/zero_var_group_frac": 0.5, "timing_s/step": 1.5}})
+    process = start(tmp_path, f"echo chatter; echo '{step}' >> metrics.jsonl; sleep 1", "--steps", "1",
+                    "--progress", "gdpo seed 3")
+    stdout, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert stdout == "gdpo seed 3 step 1/1: correct 0.250  short 1.000  1.5 s\n"
+    assert "chatter" in (tmp_path / "run.log").read_text()

@@ -41,11 +41,11 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tokenizer():
+def build_tokenizer(words: tuple[str, ...] = WORDS):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {token: i for i, token in enumerate((*SPECIAL, *WORDS))}
+    vocab = {token: i for i, token in enumerate((*SPECIAL, *words))}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer = PreTrainedTokenizerFast(
@@ -55,13 +55,16 @@ def build_tokenizer():
     return tokenizer
 
 
-def build(out: Path, seed: int = 0) -> Path:
-    """Write a tiny LlamaForCausalLM (bf16 safetensors), its tokenizer and generation config to ``out``."""
+def build(out: Path, seed: int = 0, words: tuple[str, ...] = WORDS) -> Path:
+    """Write a tiny LlamaForCausalLM (bf16 safetensors), its tokenizer and generation config to ``out``.
+
+    ``seed`` initialises the weights; ``words`` is the vocabulary after the special tokens.
+    """
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(words)
     tokenizer.save_pretrained(out)
     config = LlamaConfig(
         vocab_size=len(tokenizer),

@@ -12,6 +12,7 @@ this folder on ``PYTHONPATH``, and ``VERL_PLATFORM=cpu`` to select it. Nothing h
   on whatever ``get_device_name()`` returns, here "cpu".
 - vLLM's linear layers keep their weights and compute with torch's linear, on every CPU
   (``keep_vllm_linear_weights_reloadable``), so verl's weight sync can load new weights into them.
+- The V1 replay buffer looks for finished rollouts every 0.1 s instead of 2 s (``poll_replay_buffer_often``).
 
 tests/e2e/README.md lists each piece with the verl line that needs it.
 
@@ -184,8 +185,6 @@ def _init_process_group_on_cpu(*args: Any, **kwargs: Any) -> Any:
 
 torch.distributed.init_process_group = _init_process_group_on_cpu
 
-VLLM_GEMM_MODULE = "vllm.model_executor.layers.utils"
-
 
 def keep_vllm_linear_weights_reloadable(utils: ModuleType) -> None:
     """Make vLLM's CPU build compute every 2-D linear weight with torch's linear and keep the weight.
@@ -206,6 +205,24 @@ def keep_vllm_linear_weights_reloadable(utils: ModuleType) -> None:
         layer.cpu_linear = torch.nn.functional.linear
 
     utils.dispatch_cpu_unquantized_gemm = dispatch
+
+
+# A CPU step's rollouts finish in a fraction of a second; see poll_replay_buffer_often.
+REPLAY_BUFFER_POLL_S = 0.1
+
+
+def poll_replay_buffer_often(replay_buffer: ModuleType) -> None:
+    """The V1 trainer's replay buffer looks for finished rollouts every ``poll_interval`` seconds, 2.0 in verl
+    0.9.1 and no config key (``verl/trainer/ppo/v1/replay_buffer.py:144``): on the CPU that sleep was 80% of a
+    training step. Only the cadence of the look changes."""
+    verl_init = replay_buffer.ReplayBuffer.__init__
+
+    @functools.wraps(verl_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        verl_init(self, *args, **kwargs)
+        self.poll_interval = min(self.poll_interval, REPLAY_BUFFER_POLL_S)
+
+    replay_buffer.ReplayBuffer.__init__ = __init__
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -231,11 +248,15 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 # vLLM loads models in its worker processes, which import verl (and so this module) through verl's worker
-# extension; the hook patches vLLM there without importing vLLM into every other process of the run.
-if VLLM_GEMM_MODULE in sys.modules:
-    keep_vllm_linear_weights_reloadable(sys.modules[VLLM_GEMM_MODULE])
-else:
-    sys.meta_path.insert(0, _AfterImport(VLLM_GEMM_MODULE, keep_vllm_linear_weights_reloadable))
+# extension; patching on import reaches them without importing vLLM or the trainer into every process of the run.
+for _module, _patch in (
+    ("vllm.model_executor.layers.utils", keep_vllm_linear_weights_reloadable),
+    ("verl.trainer.ppo.v1.replay_buffer", poll_replay_buffer_often),
+):
+    if _module in sys.modules:
+        _patch(sys.modules[_module])
+    else:
+        sys.meta_path.insert(0, _AfterImport(_module, _patch))
 
 if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu" and platform_manager._current_platform is not None:
     # Something resolved the platform while verl was importing, before this module registered "cpu".

@@ -1,0 +1,339 @@
+"""A GRPO-vs-GDPO learning study on the CPU: the same task, data and budget, several seeds, verl's real main_ppo.
+
+Run it through ``bash scripts/learning_study.sh`` (which sets up the environment); docs/learning-study.md
+explains the task and shows a result.
+
+    python scripts/learning_study.py run --out DIR --steps N --seeds 1,2,3 --estimators grpo,gdpo,grpo_no_std \\
+        [hydra overrides ...]
+    python scripts/learning_study.py report --out DIR      # summary.json, curves.png, results.md again
+
+Every run is one ``main_ppo`` (tests/e2e/cpu_main_ppo.sh: its own Ray, actor and vLLM server, under the
+supervisor that stops it when a part dies or a step stalls) writing verl's metrics to
+``DIR/runs/<estimator>-seed<seed>/metrics.jsonl``. The report reads those files only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e")]
+
+# What each estimator name means, as verl overrides (GRPO trains on the summed score).
+ESTIMATORS = {
+    "grpo": ["algorithm.adv_estimator=grpo"],
+    "gdpo": ["algorithm.adv_estimator=gdpo"],
+    "grpo_no_std": ["algorithm.adv_estimator=grpo", "algorithm.norm_adv_by_std_in_grpo=False"],
+}
+LABELS = {"grpo": "GRPO", "gdpo": "GDPO", "grpo_no_std": "GRPO w/o std"}
+STUDY_FILE = "study.json"  # the study's settings, written before the first run
+RUN_FILE = "run.json"  # in each run's folder: its wall time, start-up included
+OUTPUTS = ("summary.json", "curves.png", "results.md")
+# results.md: rewards are averaged over the last quarter of the steps (at least one), GRPO's collapse also over
+# the first quarter (while the rewards still vary).
+WINDOW = 0.25
+
+
+# --------------------------------------------------------------------------- checking the request
+
+
+def parse_list(text: str, what: str) -> list[str]:
+    items = [item for item in text.replace(",", " ").split() if item]
+    if not items:
+        raise ValueError(f"{what} is empty; give at least one, e.g. {what}=1,2,3." if what == "SEEDS"
+                         else f"{what} is empty; give at least one of {', '.join(ESTIMATORS)}.")
+    duplicates = sorted({item for item in items if items.count(item) > 1})
+    if duplicates:
+        raise ValueError(f"{what} lists {duplicates} more than once.")
+    return items
+
+
+def check_request(out: Path, steps: int, seeds_text: str, estimators_text: str) -> tuple[list[int], list[str]]:
+    """The seeds and estimators, or ValueError naming what is wrong; nothing is written."""
+    if steps < 1:
+        raise ValueError(f"STEPS must be at least 1; got {steps}.")
+    estimators = parse_list(estimators_text, "ESTIMATORS")
+    unknown = [name for name in estimators if name not in ESTIMATORS]
+    if unknown:
+        raise ValueError(f"unknown estimator(s) {unknown} in ESTIMATORS; choose from {', '.join(ESTIMATORS)}.")
+    seeds = []
+    for seed in parse_list(seeds_text, "SEEDS"):
+        if not seed.isdigit():
+            raise ValueError(f"SEEDS must be non-negative integers; got {seed!r}.")
+        seeds.append(int(seed))
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        held = sorted(path.name for path in out.iterdir())[:5] if out.is_dir() else [out.name]
+        kind = "an earlier study's files" if (out / STUDY_FILE).exists() else "files"
+        raise ValueError(
+            f"OUT={out} already holds {kind} ({', '.join(held)}); nothing was started or overwritten. "
+            "Give a new OUT, or delete that one first."
+        )
+    return seeds, estimators
+
+
+# --------------------------------------------------------------------------- running
+
+
+def write_data(out: Path) -> Path:
+    import pandas as pd
+
+    from gdpo_verl.rewards import learning_study as task
+
+    rows = [
+        {
+            "data_source": "learning_study",
+            "prompt": [{"role": "user", "content": prompt}],
+            "ability": "copy",
+            "reward_model": {"style": "rule", "ground_truth": answer},
+            "extra_info": {"index": index},
+        }
+        for index, (prompt, answer) in enumerate(task.prompts())
+    ]
+    path = out / "data" / "train.parquet"
+    path.parent.mkdir(parents=True)
+    pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+def run_overrides(out: Path, data: Path, estimator: str, seed: int) -> list[str]:
+    from gdpo_verl.rewards import learning_study as task
+
+    groups = len(task.prompts()) // 2
+    return [
+        *ESTIMATORS[estimator],
+        # every estimator logs the gdpo/ metrics of its batches (GDPO computed on them, for the logs only)
+        f"algorithm.gdpo_reward_keys=[{','.join(task.REWARD_KEYS)}]",
+        "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.learning_study",
+        # 6 of the 12 prompts x 8 responses of up to 16 tokens per step, one policy update per step
+        f"data.train_files={data}", f"data.val_files={data}", f"data.train_batch_size={groups}",
+        "data.max_prompt_length=16", "data.max_response_length=16", f"data.seed={seed}",
+        f"actor_rollout_ref.model.path={out / 'models' / f'seed{seed}'}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={groups}", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=48",
+        "actor_rollout_ref.actor.optim.lr=5e-3", "actor_rollout_ref.actor.optim.weight_decay=0.0",
+        "actor_rollout_ref.actor.use_kl_loss=False", f"actor_rollout_ref.actor.fsdp_config.seed={seed}",
+        "actor_rollout_ref.rollout.n=8", f"actor_rollout_ref.rollout.seed={seed}",
+        "actor_rollout_ref.rollout.max_model_len=64", "actor_rollout_ref.rollout.max_num_batched_tokens=2048",
+        "actor_rollout_ref.rollout.max_num_seqs=48", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=48",
+        "trainer.save_freq=-1", "trainer.project_name=learning_study", f"trainer.experiment_name={estimator}-seed{seed}",
+    ]
+
+
+def run_study(args: argparse.Namespace) -> int:
+    import tiny_model
+
+    from gdpo_verl.rewards import learning_study as task
+
+    out = args.out
+    seeds, estimators = check_request(out, args.steps, args.seeds, args.estimators)
+    out.mkdir(parents=True, exist_ok=True)
+    study = {"task": task.TASK, "steps": args.steps, "seeds": seeds, "estimators": estimators,
+             "overrides": args.overrides}
+    (out / STUDY_FILE).write_text(json.dumps(study, indent=1) + "\n")
+    data = write_data(out)
+    for seed in seeds:
+        tiny_model.build(out / "models" / f"seed{seed}", seed=seed, words=task.WORDS)
+    started = time.monotonic()
+    for estimator in estimators:
+        for seed in seeds:
+            directory = run_dir(out, estimator, seed)
+            directory.mkdir(parents=True)
+            env = {**os.environ, "OUT": str(directory), "STEPS": str(args.steps),
+                   "PROGRESS": f"{estimator} seed {seed}"}
+            command = ["bash", str(ROOT / "tests" / "e2e" / "cpu_main_ppo.sh"),
+                       *run_overrides(out, data, estimator, seed), *args.overrides]
+            run_started = time.monotonic()
+            if subprocess.run(command, env=env).returncode != 0:
+                print(f"learning study: the {estimator} run with seed {seed} failed (its log: {directory / 'run.log'}); "
+                      "no report written.", file=sys.stderr)
+                return 1
+            (directory / RUN_FILE).write_text(json.dumps({"wall_seconds": time.monotonic() - run_started}) + "\n")
+    print(f"learning study: {len(estimators) * len(seeds)} runs in {time.monotonic() - started:.0f} s")
+    return report(out)
+
+
+def run_dir(out: Path, estimator: str, seed: int) -> Path:
+    return out / "runs" / f"{estimator}-seed{seed}"
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def read_run(path: Path) -> list[dict]:
+    """One entry per step of ``summary.json``, read from the run's verl metrics file as written."""
+    from gdpo_verl.rewards import learning_study as task
+
+    steps = []
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        data = entry["data"]
+        steps.append({
+            "step": entry["step"],
+            "rewards": {key: data[f"gdpo/{key}/mean"] for key in task.REWARD_KEYS},
+            "distinct_adv_per_group": {"gdpo": data["gdpo/distinct_adv_per_group"],
+                                       "grpo": data["gdpo/grpo_distinct_adv_per_group"]},
+            "grpo_collapsed_group_frac": data["gdpo/grpo_collapsed_group_frac"],
+            "seconds": data["timing_s/step"],
+        })
+    return steps
+
+
+def summarize(out: Path) -> dict:
+    if not (out / STUDY_FILE).is_file():
+        raise ValueError(f"{out / STUDY_FILE} is missing: {out} is not the OUT of a learning study.")
+    study = json.loads((out / STUDY_FILE).read_text())
+    runs = []
+    for estimator in study["estimators"]:
+        for seed in study["seeds"]:
+            metrics = run_dir(out, estimator, seed) / "metrics.jsonl"
+            if not metrics.is_file():
+                raise ValueError(f"{metrics} is missing: the {estimator} run with seed {seed} did not log a step.")
+            steps = read_run(metrics)
+            if [step["step"] for step in steps] != list(range(1, study["steps"] + 1)):
+                raise ValueError(f"{metrics} holds steps {[s['step'] for s in steps]}, not 1..{study['steps']}.")
+            runs.append({"estimator": estimator, "seed": seed, "steps": steps})
+    return {"task": study["task"], "steps": study["steps"], "seeds": study["seeds"], "runs": runs}
+
+
+def window(steps: int) -> int:
+    return max(1, math.ceil(steps * WINDOW))
+
+
+def results_table(summary: dict, wall_seconds: dict[tuple[str, int], float]) -> str:
+    from gdpo_verl.rewards import learning_study as task
+
+    width = window(summary["steps"])
+    estimators = list(dict.fromkeys(run["estimator"] for run in summary["runs"]))
+    lines = [
+        f"# Learning study: {len(summary['runs'])} runs, {summary['steps']} steps, seeds {summary['seeds']}",
+        "",
+        f"Task: {summary['task']}.",
+        "",
+        f"Each reward's mean over the last {width} step(s) of a run: median over seeds, [min, max] in brackets.",
+        "",
+        "| estimator | " + " | ".join(task.REWARD_KEYS) + " | sum | GRPO-collapsed groups, first "
+        f"{width} step(s) / all | wall time per run (of it, steps) |",
+        "|---|" + "---|" * (len(task.REWARD_KEYS) + 3),
+    ]
+    for estimator in estimators:
+        runs = [run for run in summary["runs"] if run["estimator"] == estimator]
+        cells = []
+        for key in (*task.REWARD_KEYS, None):
+            finals = [
+                statistics.fmean(sum(step["rewards"].values()) if key is None else step["rewards"][key]
+                                 for step in run["steps"][-width:])
+                for run in runs
+            ]
+            cells.append(f"{statistics.median(finals):.3f} [{min(finals):.3f}, {max(finals):.3f}]")
+        early = statistics.fmean(step["grpo_collapsed_group_frac"] for run in runs for step in run["steps"][:width])
+        collapsed = statistics.fmean(step["grpo_collapsed_group_frac"] for run in runs for step in run["steps"])
+        wall = statistics.fmean(wall_seconds[estimator, run["seed"]] for run in runs)
+        steps = statistics.fmean(sum(step["seconds"] for step in run["steps"]) for run in runs)
+        lines.append(f"| {LABELS[estimator]} | " + " | ".join(cells)
+                     + f" | {early:.0%} / {collapsed:.0%} | {wall:.0f} s ({steps:.0f} s) |")
+    lines += [
+        "",
+        "GRPO-collapsed groups: the share of groups where two responses with different reward combinations got the "
+        "same GRPO advantage (`gdpo/grpo_collapsed_group_frac`: GRPO on the summed reward, computed on the batch each "
+        "run trained on), averaged over the estimator's runs. Wall time: the whole `main_ppo` run, start-up "
+        f"included; in brackets its steps alone (verl's `timing_s/step`). All {len(summary['runs'])} runs: "
+        f"{sum(wall_seconds.values()) / 60:.1f} minutes.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def plot(summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gdpo_verl.rewards import learning_study as task
+
+    estimators = list(dict.fromkeys(run["estimator"] for run in summary["runs"]))
+    steps = list(range(1, summary["steps"] + 1))
+    figure, axes = plt.subplots(1, len(task.REWARD_KEYS), figsize=(4.6 * len(task.REWARD_KEYS), 3.6), squeeze=False)
+    for panel, key in zip(axes[0], task.REWARD_KEYS):
+        for estimator in estimators:
+            curves = [[step["rewards"][key] for step in run["steps"]] for run in summary["runs"]
+                      if run["estimator"] == estimator]
+            per_step = list(zip(*curves))
+            median = [statistics.median(values) for values in per_step]
+            low = [_quantile(values, 0.25) for values in per_step]
+            high = [_quantile(values, 0.75) for values in per_step]
+            line = panel.plot(steps, median, label=f"{LABELS[estimator]} (median of {len(curves)} seed(s))")[0]
+            panel.fill_between(steps, low, high, color=line.get_color(), alpha=0.2)
+        panel.set_title(f"{key} (mean over the batch)", fontsize=10)
+        panel.set_xlabel("step")
+        panel.set_ylim(-0.02, 1.02)
+        panel.grid(True, alpha=0.3)
+        panel.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _quantile(values, q: float) -> float:
+    """Linear interpolation between order statistics (numpy's default)."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
+def wall_times(out: Path, summary: dict) -> dict[tuple[str, int], float]:
+    times = {}
+    for run in summary["runs"]:
+        path = run_dir(out, run["estimator"], run["seed"]) / RUN_FILE
+        if not path.is_file():
+            raise ValueError(f"{path} is missing: the {run['estimator']} run with seed {run['seed']} did not finish.")
+        times[run["estimator"], run["seed"]] = json.loads(path.read_text())["wall_seconds"]
+    return times
+
+
+def report(out: Path) -> int:
+    summary = summarize(out)
+    walls = wall_times(out, summary)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    plot(summary, out / "curves.png")
+    (out / "results.md").write_text(results_table(summary, walls))
+    print(f"learning study: {', '.join(str(out / name) for name in OUTPUTS)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="check the request, run every estimator x seed, then report")
+    run.add_argument("--out", type=Path, required=True)
+    run.add_argument("--steps", type=int, required=True)
+    run.add_argument("--seeds", required=True, help="e.g. 1,2,3")
+    run.add_argument("--estimators", required=True, help=f"from {', '.join(ESTIMATORS)}")
+    run.add_argument("--check-only", action="store_true", help="check the request and stop")
+    run.add_argument("overrides", nargs="*", help="hydra overrides for every run")
+    again = commands.add_parser("report", help="write summary.json, curves.png and results.md from the runs")
+    again.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "report":
+            return report(args.out)
+        if args.check_only:
+            check_request(args.out, args.steps, args.seeds, args.estimators)
+            return 0
+        return run_study(args)
+    except ValueError as exc:
+        print(f"learning study: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

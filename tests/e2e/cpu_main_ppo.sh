@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# verl's main_ppo on a CPU machine, under tests/e2e/supervise.py, with gdpo-verl's packaged config: the CPU
+# platform for verl (verl_cpu.py) and the settings every CPU run needs (tests/e2e/README.md says why each is
+# there). The task — model, data, rewards, estimator, batch sizes — comes as hydra overrides after the script
+# name; they are applied after the CPU settings, so they can change any of them.
+#
+#   CPU_TRAINING_PYTHON=exe  the environment's interpreter (default $CPU_TRAINING_VENV/bin/python, where
+#                            CPU_TRAINING_VENV defaults to .venv-cpu-training)
+#   OUT=dir                  required: metrics.jsonl (verl's file logger), run.log and checkpoints/ go here
+#   STEPS=n                  training steps (default 2); the checkpoint is saved after the last
+#   STALL_TIMEOUT=s          stop the run when no step finishes for s seconds (default 300; start-up and the
+#                            first step take about 2 minutes on 2 cores, a later step seconds)
+#   PROGRESS=label           print one line per step, prefixed with label, instead of the run's whole output
+#                            (which always goes to OUT/run.log)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+PYTHON=${CPU_TRAINING_PYTHON:-${CPU_TRAINING_VENV:-$ROOT/.venv-cpu-training}/bin/python}
+: "${OUT:?set OUT to the folder for the outputs of the run}"
+STEPS=${STEPS:-2}
+STALL_TIMEOUT=${STALL_TIMEOUT:-300}
+
+if [ ! -x "$PYTHON" ]; then
+    echo "cpu_main_ppo.sh: no interpreter at $PYTHON; create the environment with" \
+         "bash scripts/setup_cpu_training_env.sh (or set CPU_TRAINING_PYTHON)." >&2
+    exit 2
+fi
+
+# The CPU platform for verl (tests/e2e/verl_cpu.py), loaded by verl itself in every process of the run.
+export PYTHONPATH="$ROOT/tests/e2e${PYTHONPATH:+:$PYTHONPATH}"
+export VERL_USE_EXTERNAL_MODULES=verl_cpu VERL_PLATFORM=cpu
+# verl registers its FSDP engine for cuda/npu; this picks it, and it runs on the platform's device ("cpu").
+export VERL_ENGINE_DEVICE=cuda
+export VERL_FILE_LOGGER_PATH="$OUT/metrics.jsonl"
+export TOKENIZERS_PARALLELISM=false
+unset RAY_ADDRESS
+
+CPU=(
+    data.dataloader_num_workers=0 data.filter_overlong_prompts_workers=1
+    # one reward worker (verl starts 8, which compete for the cores during start-up)
+    reward.num_workers=1
+    # actor: FSDP2 (FSDP1 asks for an accelerator device), SDPA attention, no torch.compile
+    +actor_rollout_ref.model.override_config.attn_implementation=sdpa
+    actor_rollout_ref.actor.strategy=fsdp2
+    actor_rollout_ref.actor.use_torch_compile=False
+    # rollout: vLLM's CPU build, eager, no sleep mode (CUDA only), a small share of memory for the KV cache
+    actor_rollout_ref.rollout.name=vllm
+    actor_rollout_ref.rollout.tensor_model_parallel_size=1
+    actor_rollout_ref.rollout.gpu_memory_utilization=0.1
+    actor_rollout_ref.rollout.enforce_eager=True
+    actor_rollout_ref.rollout.free_cache_engine=False +actor_rollout_ref.rollout.enable_sleep_mode=False
+    actor_rollout_ref.rollout.agent.num_workers=1
+    # one placeholder "GPU" (verl's resource pools ask Ray for GPUs); a fresh local Ray (address=local: never a
+    # cluster already running on this machine)
+    trainer.nnodes=1 trainer.n_gpus_per_node=1 trainer.device=cpu
+    # as many epochs as steps: verl stops at whichever ends first, and an epoch is at least one step
+    "trainer.total_training_steps=$STEPS" "trainer.total_epochs=$STEPS" "trainer.save_freq=$STEPS"
+    trainer.resume_mode=disable
+    trainer.val_before_train=False trainer.test_freq=-1
+    "trainer.default_local_dir=$OUT/checkpoints"
+    "trainer.logger=[console,file]"
+    transfer_queue.backend.SimpleStorage.num_data_storage_units=1
+    +ray_kwargs.ray_init.address=local +ray_kwargs.ray_init.num_cpus=8 +ray_kwargs.ray_init.num_gpus=1
+    +ray_kwargs.ray_init.include_dashboard=False
+)
+SUPERVISE=(--log "$OUT/run.log" --metrics "$VERL_FILE_LOGGER_PATH" --steps "$STEPS" --stall-timeout "$STALL_TIMEOUT")
+if [ -n "${PROGRESS:-}" ]; then
+    SUPERVISE+=(--progress "$PROGRESS")
+fi
+exec "$PYTHON" "$ROOT/tests/e2e/supervise.py" "${SUPERVISE[@]}" -- "$PYTHON" -m verl.trainer.main_ppo \
+    --config-path pkg://gdpo_verl.config --config-name gdpo_trainer "${CPU[@]}" "$@"
