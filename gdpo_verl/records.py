@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
@@ -21,8 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from gdpo_verl.advantage import GdpoParts, gdpo_outcome_parts
-from gdpo_verl.diagnostics import advantage_metrics
+from gdpo_verl.core.advantage import DEFAULT_BATCH_NORM, DEFAULT_EPS, GdpoParts, gdpo_outcome_parts
+from gdpo_verl.core.checks import is_reward_value
+from gdpo_verl.core.diagnostics import advantage_metrics
+from gdpo_verl.jsonl import read_jsonl
 
 RECORD_FILE = "gdpo_steps.jsonl"
 FORMAT = "gdpo-verl/steps-v1"
@@ -36,8 +37,8 @@ class StepRecord:
     response_length: list[int] | None
     weights: dict[str, float] | None = None
     norm_by_std: bool = True
-    batch_norm: str = "token"
-    eps: float = 1e-6
+    batch_norm: str = DEFAULT_BATCH_NORM
+    eps: float = DEFAULT_EPS
 
 
 def example_path() -> Path:
@@ -104,17 +105,12 @@ def _dump_order(path: Path) -> tuple[int, str]:
 
 
 def _load_file(path: Path, rewards: Sequence[str] | None) -> list[StepRecord]:
-    lines = [(number, line) for number, line in enumerate(path.read_text().splitlines(), start=1) if line.strip()]
-    if not lines:
+    numbered = read_jsonl(path)
+    if not numbered:
         raise ValueError(f"{path} is empty.")
-    rows = []
-    for number, line in lines:
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg}).") from exc
+    rows = [row for _, row in numbered]
     if all(isinstance(row, dict) and row.get("format") == FORMAT for row in rows):
-        return [_from_record(path, number, row, rewards) for (number, _), row in zip(lines, rows, strict=True)]
+        return [_from_record(path, number, row, rewards) for number, row in numbered]
     if all(isinstance(row, dict) and "input" in row and "step" in row for row in rows):
         return _from_verl_dump(path, rows, rewards)
     raise ValueError(
@@ -134,11 +130,22 @@ def _from_record(path: Path, number: int, row: dict, rewards: Sequence[str] | No
         if unknown:
             raise ValueError(f"{where}: --rewards {unknown} not in the record, which has {names}.")
         names = list(rewards)
+    if not isinstance(row["uid"], list):
+        raise ValueError(f"{where}: uid must be a list with one group id per response.")
     size = len(row["uid"])
     for name in names:
-        if len(row["rewards"][name]) != size:
-            raise ValueError(f"{where}: reward {name!r} has {len(row['rewards'][name])} values for {size} responses.")
+        values = row["rewards"][name]
+        if not isinstance(values, list) or len(values) != size:
+            raise ValueError(f"{where}: reward {name!r} must be a list of {size} numbers, one per response.")
+        bad = [value for value in values if isinstance(value, bool) or not is_reward_value(value)]
+        if bad:
+            raise ValueError(f"{where}: reward {name!r} must hold finite numbers; got {bad[0]!r:.80}.")
     weights = row.get("weights")
+    if weights is not None:
+        if not isinstance(weights, dict) or sorted(weights) != sorted(row["rewards"]):
+            raise ValueError(f"{where}: weights must name the record's rewards {sorted(row['rewards'])}; got {weights!r:.120}.")
+        if not all(is_reward_value(value) for value in weights.values()):
+            raise ValueError(f"{where}: weights must be finite numbers; got {weights!r:.120}.")
     return StepRecord(
         step=int(row["step"]),
         uid=row["uid"],
@@ -146,14 +153,14 @@ def _from_record(path: Path, number: int, row: dict, rewards: Sequence[str] | No
         response_length=row.get("response_length"),
         weights={name: weights[name] for name in names} if weights else None,
         norm_by_std=bool(row.get("norm_by_std", True)),
-        batch_norm=row.get("batch_norm", "token"),
-        eps=float(row.get("eps", 1e-6)),
+        batch_norm=row.get("batch_norm", DEFAULT_BATCH_NORM),
+        eps=float(row.get("eps", DEFAULT_EPS)),
     )
 
 
 def _from_verl_dump(path: Path, rows: list[dict], rewards: Sequence[str] | None) -> list[StepRecord]:
     if not rewards:
-        numeric = sorted(key for key, value in rows[0].items() if _is_number(value) and key not in ("score", "step"))
+        numeric = sorted(key for key, value in rows[0].items() if is_reward_value(value) and key not in ("score", "step"))
         raise ValueError(
             f"{path} is a verl rollout dump: name the reward components with --rewards "
             f"(numeric fields in it: {numeric})."
@@ -167,7 +174,7 @@ def _from_verl_dump(path: Path, rows: list[dict], rewards: Sequence[str] | None)
     steps = []
     for step, members in sorted(by_step.items()):
         for name in rewards:
-            bad = [row[name] for row in members if not _is_number(row[name])]
+            bad = [row[name] for row in members if not is_reward_value(row[name])]
             if bad:
                 raise ValueError(f"{path}: reward {name!r} has non-numeric values such as {bad[0]!r}.")
         # verl's dump has no uid: the rollouts of one prompt share its text.
@@ -181,10 +188,6 @@ def _from_verl_dump(path: Path, rows: list[dict], rewards: Sequence[str] | None)
             )
         )
     return steps
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and math.isfinite(value)
 
 
 def step_parts(record: StepRecord) -> GdpoParts:

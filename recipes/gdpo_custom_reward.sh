@@ -1,37 +1,37 @@
 #!/usr/bin/env bash
 # GDPO on your own multi-component reward, with verl's FSDP actor and vLLM rollout.
 # Every knob is an environment variable with a default; anything after the script name is passed to
-# verl as extra hydra overrides. DRY_RUN=1 prints the fully composed config and exits (no Ray, no GPU).
+# verl as extra hydra overrides. DRY_RUN=1 prints the fully composed config and exits (no Ray, no GPU);
+# LIST_KNOBS=1 lists the knobs (recipes/launch.sh).
 #
 #   REWARD_FILE=my_reward.py REWARD_KEYS='[correct,length]' REWARD_WEIGHTS='[1.0,0.5]' \
 #   MODEL=/models/Qwen2.5-1.5B-Instruct TRAIN_FILE=train.parquet VAL_FILE=test.parquet \
 #       bash recipes/gdpo_custom_reward.sh trainer.total_epochs=3
-set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/launch.sh"
 
-MODEL=${MODEL:-Qwen/Qwen2.5-1.5B-Instruct}
-TRAIN_FILE=${TRAIN_FILE:-$HOME/data/train.parquet}
-VAL_FILE=${VAL_FILE:-$HOME/data/test.parquet}
-REWARD_FILE=${REWARD_FILE:-my_reward.py}
-REWARD_FUNCTION=${REWARD_FUNCTION:-compute_score}
-REWARD_KEYS=${REWARD_KEYS:-[correct,length]}
-REWARD_WEIGHTS=${REWARD_WEIGHTS:-null}
-BATCH_NORM=${BATCH_NORM:-token}
-FILTER_GROUPS=${FILTER_GROUPS:-False}          # dynamic sampling (verl's V1 trainer)
-FILTER_METRIC=${FILTER_METRIC:-gdpo_signature} # gdpo_signature: any component varies; score: the sum varies
-TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-128}
-MINI_BATCH_SIZE=${MINI_BATCH_SIZE:-32}
-ROLLOUT_N=${ROLLOUT_N:-8}
-MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-1024}
-MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-4096}
-LR=${LR:-1e-6}
-KL_LOSS_COEF=${KL_LOSS_COEF:-0.001}
-TP=${TP:-1}
-NNODES=${NNODES:-1}
-GPUS_PER_NODE=${GPUS_PER_NODE:-8}
-PROJECT=${PROJECT:-gdpo}
-EXPERIMENT=${EXPERIMENT:-gdpo_custom_reward}
+knob MODEL "Qwen/Qwen2.5-1.5B-Instruct"
+knob TRAIN_FILE "$HOME/data/train.parquet"
+knob VAL_FILE "$HOME/data/test.parquet"
+knob REWARD_FILE "my_reward.py"
+knob REWARD_FUNCTION "compute_score"
+knob REWARD_KEYS "[correct,length]"
+knob REWARD_WEIGHTS "null"
+knob BATCH_NORM "token"
+knob FILTER_GROUPS "False"          # dynamic sampling (verl's V1 trainer)
+knob FILTER_METRIC "gdpo_signature" # gdpo_signature: any component varies; score: the sum varies
+knob TRAIN_BATCH_SIZE "128"
+knob MINI_BATCH_SIZE "32"
+knob ROLLOUT_N "8"
+knob MAX_PROMPT_LENGTH "1024"
+knob MAX_RESPONSE_LENGTH "4096"
+knob LR "1e-6"
+knob KL_LOSS_COEF "0.001"
+knob TP "1"
+knob NNODES "1"
+knob GPUS_PER_NODE "8"
+knob PROJECT "gdpo"
+knob EXPERIMENT "gdpo_custom_reward"
 
-CONFIG=(--config-path pkg://gdpo_verl.config --config-name gdpo_trainer)
 ALGORITHM=(
     "algorithm.gdpo_reward_keys=${REWARD_KEYS}"
     "algorithm.gdpo_reward_weights=${REWARD_WEIGHTS}"
@@ -71,9 +71,4 @@ TRAINER=(
     "trainer.logger=[console,tensorboard]"
 )
 
-ARGS=("${CONFIG[@]}" "${ALGORITHM[@]}" "${DATA[@]}" "${MODEL_ARGS[@]}" "${ACTOR[@]}" "${ROLLOUT[@]}"
-      "${REWARD[@]}" "${TRAINER[@]}" "$@")
-if [ "${DRY_RUN:-0}" = 1 ]; then
-    exec python3 -m verl.trainer.main_ppo "${ARGS[@]}" --cfg job
-fi
-exec python3 -m verl.trainer.main_ppo "${ARGS[@]}"
+launch "${ALGORITHM[@]}" "${DATA[@]}" "${MODEL_ARGS[@]}" "${ACTOR[@]}" "${ROLLOUT[@]}" "${REWARD[@]}" "${TRAINER[@]}" "$@"

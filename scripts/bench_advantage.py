@@ -8,6 +8,12 @@ gdpo-verl's time includes its ``gdpo/`` step metrics; the "metrics" columns time
     python scripts/bench_advantage.py                       # B in {1024, 8192, 32768}, T=1024, K in {2,3,5}
     python scripts/bench_advantage.py --device cuda
     python scripts/bench_advantage.py --batch-sizes 8192 --rewards 3
+    python scripts/bench_advantage.py --v1-stage              # verl's V1 stage: gdpo vs grpo, B=8192, K=3
+
+--v1-stage times verl's real V1 advantage stage instead (``PPOTrainer._compute_advantage`` with a local
+Ray cluster and TransferQueue, samples written the way verl's agent loop writes them): "gdpo" on the
+components against "grpo" on their sum, calls alternating, everything the stage does included (reading
+the batch from TransferQueue, writing the advantages back).
 
 Time is the median of --repeats calls. Peak extra memory is what a call adds on top of its inputs, in
 units of one (B, T) float32 tensor, the output itself included (so 1.0 = nothing but the output): on CPU
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import os
 import statistics
 import sys
@@ -36,8 +43,8 @@ from verl import DataProto  # noqa: E402
 from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
 
-from gdpo_verl.advantage import gdpo_parts  # noqa: E402
-from gdpo_verl.diagnostics import advantage_metrics  # noqa: E402
+from gdpo_verl.core.advantage import gdpo_parts  # noqa: E402
+from gdpo_verl.core.diagnostics import advantage_metrics  # noqa: E402
 from gdpo_verl.verl_adapter import compute_gdpo_advantage  # noqa: E402
 
 GROUP_SIZE = 16
@@ -45,7 +52,9 @@ PROMPT_LENGTH = 8
 METHODS = ("verl builtin gdpo", "gdpo-verl gdpo", "verl grpo_vectorized")
 
 
-def make_batch(batch_size: int, length: int, num_rewards: int, device: str, seed: int = 0) -> DataProto:
+def make_batch(
+    batch_size: int, length: int, num_rewards: int, device: str, seed: int = 0
+) -> tuple[DataProto, list[str]]:
     generator = torch.Generator().manual_seed(seed)
     lengths = torch.randint(1, length + 1, (batch_size,), generator=generator)
     response_mask = (torch.arange(length)[None] < lengths[:, None]).long()
@@ -135,6 +144,98 @@ def time_metrics(data: DataProto, names: list[str], device: str, repeats: int) -
     return statistics.median(seconds)
 
 
+def put_v1_samples(data: DataProto, names: list[str]):
+    """Write ``data`` to TransferQueue as verl's agent loop does; return the stage's ``KVBatchMeta``."""
+    import transfer_queue as tq
+    from transfer_queue.metadata import KVBatchMeta
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    mask = data.batch["response_mask"]
+    lengths = mask.sum(1).tolist()
+    rewards = data.batch["token_level_rewards"]
+    keys, fields, tags = [], [], []
+    for row, length in enumerate(lengths):
+        uid = data.non_tensor_batch["uid"][row]
+        keys.append(f"{uid}_{row}_0")
+        info = {name: float(data.non_tensor_batch[name][row]) for name in names}
+        fields.append({
+            "prompts": data.batch["prompts"][row],
+            "responses": torch.zeros(length, dtype=torch.int64),
+            "response_mask": mask[row, :length],
+            "rm_scores": rewards[row, :length],
+            "old_log_probs": torch.zeros(length),
+            "uid": uid,
+            "extra_fields": {"reward_extra_info": info, "min_global_steps": 0},
+        })
+        tags.append({"status": "success", "seq_len": PROMPT_LENGTH + length, "min_global_steps": 0,
+                     "max_global_steps": 0})
+    tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags)
+    return KVBatchMeta(keys=keys, tags=tags, partition_id="train")
+
+
+def check_v1_advantages(trainer, batch, data: DataProto, names: list[str]) -> None:
+    """Run the "gdpo" stage once more and check that it wrote GDPO's advantages (a timing of a wrong result
+    means nothing)."""
+    import transfer_queue as tq
+
+    from gdpo_verl.core.advantage import gdpo_advantage
+
+    trainer._compute_advantage(batch, {})
+    written = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["advantages"])
+    written = written["advantages"].to_padded_tensor(0.0)
+    rewards = {name: torch.as_tensor(data.non_tensor_batch[name]) for name in names}
+    expected = gdpo_advantage(rewards, data.batch["response_mask"], data.non_tensor_batch["uid"])
+    torch.testing.assert_close(written, expected[:, : written.shape[1]], rtol=1e-5, atol=1e-5)
+
+
+def v1_stage(args: argparse.Namespace) -> int:
+    """Time verl's V1 ``_compute_advantage`` under "gdpo" and under "grpo" on the summed reward."""
+    import ray
+    import transfer_queue as tq
+    from hydra import compose, initialize_config_module
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    def stage(*overrides: str) -> PPOTrainerSync:
+        # Created without __init__ (which would start GPU workers): _compute_advantage reads only self.config.
+        trainer = object.__new__(PPOTrainerSync)
+        with initialize_config_module("gdpo_verl.config", version_base=None):
+            trainer.config = compose("gdpo_trainer", overrides=list(overrides))
+        return trainer
+
+    ray.init(num_cpus=4, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
+    logging.getLogger("transfer_queue").setLevel(logging.ERROR)  # its thread-count notice, once per call
+    try:
+        tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+        print(f"verl V1 advantage stage (Ray + TransferQueue), torch {torch.__version__}, verl {verl.__version__}, "
+              f"{torch.get_num_threads()} threads, T={args.length}, groups of {GROUP_SIZE}, median of {args.repeats}")
+        header = f"{'B':>6} {'K':>2} | {'gdpo ms':>9} | {'grpo ms':>9} | {'gdpo/grpo':>9}"
+        print(header)
+        print("-" * len(header))
+        for batch_size in args.batch_sizes:
+            for num_rewards in args.rewards:
+                data, names = make_batch(batch_size, args.length, num_rewards, "cpu")
+                batch = put_v1_samples(data, names)
+                stages = {
+                    "gdpo": stage(f"algorithm.gdpo_reward_keys=[{','.join(names)}]"),
+                    "grpo": stage("algorithm.adv_estimator=grpo", "algorithm.gdpo_reward_keys=null"),
+                }
+                seconds = {name: [] for name in stages}
+                for _ in range(args.repeats):  # alternate, so that drift in the machine hits both alike
+                    for name, trainer in stages.items():
+                        start = time.perf_counter()
+                        trainer._compute_advantage(batch, {})
+                        seconds[name].append(time.perf_counter() - start)
+                check_v1_advantages(stages["gdpo"], batch, data, names)
+                gdpo_ms, grpo_ms = (statistics.median(seconds[name]) * 1e3 for name in stages)
+                print(f"{batch_size:>6} {num_rewards:>2} | {gdpo_ms:>9.1f} | {grpo_ms:>9.1f} | "
+                      f"{gdpo_ms / grpo_ms:>8.2f}x", flush=True)
+                tq.kv_clear(keys=batch.keys, partition_id="train")
+    finally:
+        tq.close()
+        ray.shutdown()
+    return 0
+
+
 def parse_sizes(text: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",")]
@@ -147,16 +248,24 @@ def parse_sizes(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batch-sizes", type=parse_sizes, default=[1024, 8192, 32768], help="B values")
+    parser.add_argument("--batch-sizes", type=parse_sizes, help="B values (default 1024,8192,32768)")
     parser.add_argument("--length", type=int, default=1024, help="T, the response length")
-    parser.add_argument("--rewards", type=parse_sizes, default=[2, 3, 5], help="K values")
+    parser.add_argument("--rewards", type=parse_sizes, help="K values (default 2,3,5)")
     parser.add_argument("--repeats", type=int, default=3, help="calls per cell; the median time is reported")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--v1-stage", action="store_true",
+                        help="time verl's V1 advantage stage, gdpo against grpo (default B=8192, K=3)")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA device")
     if args.length < 1 or args.repeats < 1:
         parser.error("--length and --repeats must be at least 1")
+    if args.v1_stage:
+        if args.device != "cpu":
+            parser.error("--v1-stage runs on the CPU (TransferQueue holds the batch in Ray's object store)")
+        args.batch_sizes, args.rewards = args.batch_sizes or [8192], args.rewards or [3]
+        return v1_stage(args)
+    args.batch_sizes, args.rewards = args.batch_sizes or [1024, 8192, 32768], args.rewards or [2, 3, 5]
 
     print(f"device {args.device}, torch {torch.__version__}, verl {verl.__version__}, "
           f"{torch.get_num_threads()} threads, T={args.length}, groups of {GROUP_SIZE}, median of {args.repeats}")

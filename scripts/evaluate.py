@@ -22,27 +22,25 @@ from pathlib import Path
 
 import pandas as pd
 
-from gdpo_verl.evaluation import BENCHMARKS, PAPER, generate, load_generations, markdown_table, score_generations
+from gdpo_verl.tools.evaluation import (
+    BENCHMARKS,
+    PAPER,
+    add_generation_options,
+    generate_to_file,
+    load_generations,
+    markdown_table,
+    score_generations,
+)
 
 
 def generate_all(args: argparse.Namespace) -> Path:
-    records = []
+    benchmarks = {}
     for benchmark in args.benchmarks:
         path = args.data_dir / f"{benchmark}.parquet"
         if not path.is_file():
             raise ValueError(f"{path} not found: run scripts/prepare_data.py, or drop {benchmark} from --benchmarks.")
-        rows = pd.read_parquet(path).to_dict("records")
-        prompts = [[dict(turn) for turn in row["prompt"]] for row in rows]
-        responses = generate(
-            args.model, prompts, samples=args.samples, temperature=args.temperature, top_p=args.top_p,
-            max_tokens=args.max_tokens, tensor_parallel_size=args.tp,
-        )
-        for index, (row, sampled) in enumerate(zip(rows, responses, strict=True)):
-            records.append({"benchmark": benchmark, "index": index,
-                            "ground_truth": row["reward_model"]["ground_truth"], "responses": sampled})
-    target = args.out / "generations.jsonl"
-    target.write_text("".join(json.dumps(record) + "\n" for record in records))
-    return target
+        benchmarks[benchmark] = pd.read_parquet(path).to_dict("records")
+    return generate_to_file(args, benchmarks, args.out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,11 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, help="the parquet files of scripts/prepare_data.py (with --model)")
     parser.add_argument("--benchmarks", default=",".join(BENCHMARKS), help=f"comma-separated, from {list(BENCHMARKS)}")
     parser.add_argument("--out", type=Path, required=True, help="directory for the results")
-    parser.add_argument("--samples", type=int, default=16)
-    parser.add_argument("--temperature", type=float, default=0.6)
-    parser.add_argument("--top-p", type=float, default=0.95)
-    parser.add_argument("--max-tokens", type=int, default=32768)
-    parser.add_argument("--tp", type=int, default=1, help="vLLM tensor parallel size")
+    add_generation_options(parser, samples=16, temperature=0.6, top_p=0.95, max_tokens=32768)
     parser.add_argument("--max-length", type=int, default=4000, help="the length budget behind Exceed (tokens)")
     parser.add_argument("--think", choices=["required", "none"], default="required",
                         help="required: the answer follows </think> (R1 distills); none: instruct models")

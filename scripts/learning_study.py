@@ -168,6 +168,7 @@ def run_dir(out: Path, estimator: str, seed: int) -> Path:
 
 def read_run(path: Path) -> list[dict]:
     """One entry per step of ``summary.json``, read from the run's verl metrics file as written."""
+    from gdpo_verl.core import diagnostics as metric
     from gdpo_verl.rewards import learning_study as task
 
     steps = []
@@ -176,10 +177,9 @@ def read_run(path: Path) -> list[dict]:
         data = entry["data"]
         steps.append({
             "step": entry["step"],
-            "rewards": {key: data[f"gdpo/{key}/mean"] for key in task.REWARD_KEYS},
-            "distinct_adv_per_group": {"gdpo": data["gdpo/distinct_adv_per_group"],
-                                       "grpo": data["gdpo/grpo_distinct_adv_per_group"]},
-            "grpo_collapsed_group_frac": data["gdpo/grpo_collapsed_group_frac"],
+            "rewards": {key: data[metric.reward_metric(key, metric.MEAN)] for key in task.REWARD_KEYS},
+            "distinct_adv_per_group": {"gdpo": data[metric.DISTINCT], "grpo": data[metric.GRPO_DISTINCT]},
+            "grpo_collapsed_group_frac": data[metric.GRPO_COLLAPSED],
             "seconds": data["timing_s/step"],
         })
     return steps

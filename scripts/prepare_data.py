@@ -10,8 +10,9 @@ DeepSeek-R1 format, "... output the final answer within \\boxed{}"), ``ability``
     # from local files (json, jsonl or parquet), some or all datasets
     python scripts/prepare_data.py --out ~/data/math_length --local aime24=aime.jsonl --local math500=m.parquet
 
-Prints, per dataset, the rows written and the rows skipped with the reason. Exit code 2 on bad arguments
-or unreadable input.
+Prints, per dataset, the rows read, the rows written (with how many have a multi-part answer or
+alternatives) and the rows each filter removed. Duplicate questions are removed from the training set only;
+evaluation sets stay as published. Exit code 2 on bad arguments or unreadable input.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from gdpo_verl.jsonl import read_rows
 
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 
@@ -51,33 +54,6 @@ QUESTION_FIELDS = ("problem", "question", "Problem", "Question", "prompt")
 ANSWER_FIELDS = ("answer", "final_answer", "Answer", "solution")
 
 
-def read_local(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file.")
-    if path.suffix == ".parquet":
-        return pd.read_parquet(path).to_dict("records")
-    text = path.read_text()
-    if path.suffix == ".jsonl":
-        rows = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg}).") from exc
-        return rows
-    if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc.msg}).") from exc
-        rows = data.get("data", data.get("rows")) if isinstance(data, dict) else data
-        if not isinstance(rows, list):
-            raise ValueError(f"{path}: expected a list of rows (or {{\"data\": [...]}}).")
-        return rows
-    raise ValueError(f"{path}: expected a .json, .jsonl or .parquet file.")
-
-
 def read_hub(source: Source) -> list[dict[str, Any]]:
     try:
         import datasets
@@ -90,10 +66,7 @@ def read_hub(source: Source) -> list[dict[str, Any]]:
 
 
 def answer_text(value: Any) -> str | None:
-    """The ground truth as a string: lists (OlympiadBench) give their first entry; $...$ is stripped."""
-    if isinstance(value, (list, tuple)) or (hasattr(value, "tolist") and not isinstance(value, str)):
-        items = list(value.tolist() if hasattr(value, "tolist") else value)
-        value = items[0] if items else None
+    """One answer as a string ($...$ stripped), or None when unusable."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
@@ -104,12 +77,25 @@ def answer_text(value: Any) -> str | None:
     return text or None
 
 
+def ground_truth(value: Any, multi_part: bool) -> str | None:
+    """The ground truth as verl stores it (a string): one answer, or for a list of several, as JSON, the
+    multi-part form ``{"all_of": [...]}`` (OlympiadBench's final answers: every part required, in order) or
+    the alternatives ``{"any_of": [...]}`` (any one correct); see gdpo_verl.rewards.math_length. None when an
+    answer is unusable."""
+    if isinstance(value, (list, tuple)) or (hasattr(value, "tolist") and not isinstance(value, str)):
+        items = [answer_text(item) for item in (value.tolist() if hasattr(value, "tolist") else value)]
+        if not items or any(item is None for item in items):
+            return None
+        return items[0] if len(items) == 1 else json.dumps({"all_of" if multi_part else "any_of": items})
+    return answer_text(value)
+
+
 def convert(name: str, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Counter]:
-    """verl rows and a Counter of skip reasons."""
+    """verl rows, a Counter of skip reasons (one per filter) and a Counter of notable kept rows."""
     from gdpo_verl.rewards.math_length import last_boxed
 
     source = SOURCES[name]
-    written, skipped, seen = [], Counter(), set()
+    written, skipped, kept, seen = [], Counter(), Counter(), set()
     for row in rows:
         if not isinstance(row, dict):
             skipped["not a JSON object"] += 1
@@ -120,14 +106,18 @@ def convert(name: str, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
             continue
         field = next((f for f in ANSWER_FIELDS if row.get(f) is not None), None)
         raw = row.get(field) if field else None
-        answer = last_boxed(raw) if field == "solution" and isinstance(raw, str) else answer_text(raw)
+        answer = last_boxed(raw) if field == "solution" and isinstance(raw, str) else ground_truth(raw, multi_part=name == "olympiadbench")
         if answer is None:
             skipped[f"no usable answer ({'/'.join(ANSWER_FIELDS)})"] += 1
             continue
-        if question.strip() in seen:
+        if source.role == "train" and question.strip() in seen:  # evaluation sets stay as published
             skipped["duplicate question"] += 1
             continue
         seen.add(question.strip())
+        if answer.startswith('{"all_of"'):
+            kept["multi-part answer (all parts required, in order)"] += 1
+        elif answer.startswith('{"any_of"'):
+            kept["answer with alternatives (any one correct)"] += 1
         written.append(
             {
                 "data_source": name,
@@ -137,7 +127,7 @@ def convert(name: str, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
                 "extra_info": {"split": source.role, "index": len(written), "question": question.strip(), "answer": answer},
             }
         )
-    return written, skipped
+    return written, skipped, kept
 
 
 def parse_local(values: list[str]) -> dict[str, Path]:
@@ -165,14 +155,16 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--only {unknown}: unknown datasets; known: {sorted(SOURCES)}.")
         args.out.mkdir(parents=True, exist_ok=True)
         for name in names:
-            rows = read_local(local[name]) if name in local else read_hub(SOURCES[name])
-            written, skipped = convert(name, rows)
+            rows = read_rows(local[name]) if name in local else read_hub(SOURCES[name])
+            written, skipped, kept = convert(name, rows)
             if not written:
                 raise ValueError(f"{name}: no usable rows among {len(rows)} (skipped: {dict(skipped)}).")
             target = args.out / SOURCES[name].output
             pd.DataFrame(written).to_parquet(target)
             reasons = ", ".join(f"{count} {reason}" for reason, count in skipped.most_common()) or "none"
-            print(f"{name}: {len(written)} rows written to {target}; {sum(skipped.values())} skipped ({reasons})")
+            notes = "".join(f"; {count} {what}" for what, count in kept.most_common())
+            print(f"{name}: {len(rows)} rows read, {len(written)} written to {target}{notes}; "
+                  f"{sum(skipped.values())} removed ({reasons})")
     except ValueError as exc:
         print(f"prepare_data: {exc}", file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """An independent, per-sample GDPO written from the paper's equations with Python floats.
 
 Slow on purpose: loops and the statistics module, no torch, so it shares no code path with
-gdpo_verl.advantage.
+gdpo_verl.core.advantage.
 """
 
 from __future__ import annotations

@@ -1,1 +1,5 @@
-"""Reward-side pieces: the reward manager registered as "gdpo_verl" (``manager``)."""
+"""Reward functions, pure Python (no verl): the paper's math rewards (``math_length``, with ``verifier``, the
+bounded math-verify check), the tool-calling rewards (``tool_calling``) and the learning study's task
+(``learning_study``). verl loads them with
+``reward.custom_reward_function.path=pkg://gdpo_verl.rewards.<module>``; the "gdpo_verl" reward manager that
+gives them the true response length lives in ``gdpo_verl.verl_adapter.reward_manager``."""

@@ -21,6 +21,8 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+from gdpo_verl.core.checks import whole_number
+
 TASK = "copy the prompt's number into \\boxed{}, open with </think>, use at most 6 tokens (rewards: correct, short, format)"
 ANSWERS = ("2", "4", "9")
 BOXED = tuple(f"\\boxed{{{answer}}}" for answer in ANSWERS)
@@ -48,8 +50,7 @@ def compute_score(
     """Score one response; ``score`` is the sum of the three components (what GRPO trains on)."""
     if kwargs.keys() - {"reward_router_address", "reward_model_tokenizer"}:
         raise ValueError(f"unknown reward_kwargs {sorted(kwargs)}; the learning study's reward takes max_length only.")
-    if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or max_length < 1:
-        raise ValueError(f"reward_kwargs.max_length must be a positive integer (tokens); got {max_length!r}.")
+    whole_number(max_length, "reward_kwargs.max_length (tokens)", minimum=1)
     response_length = (extra_info or {}).get("response_length")
     if not isinstance(response_length, numbers.Integral):
         raise ValueError(

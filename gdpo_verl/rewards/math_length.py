@@ -4,8 +4,15 @@ Point verl at it with ``reward.custom_reward_function.path=pkg://gdpo_verl.rewar
 the "gdpo_verl" reward manager, which passes the response's true token count as
 ``extra_info["response_length"]``. Options go in ``+reward.custom_reward_function.reward_kwargs.<name>``.
 
+The ground truth is one answer (a string or a number); a list of alternatives, any of them correct (as
+DeepScaleR's grader accepts; also ``{"any_of": [...]}``); or a multi-part answer ``{"all_of": [part, ...]}``
+(``scripts/prepare_data.py`` writes OlympiadBench questions with several final answers so): the response must
+give every part, in order, as one ``\\boxed{}`` per part or as one ``\\boxed{}`` whose content separates the
+parts with top-level commas. The two structured forms may also come as their JSON strings.
+
 ``compute_score`` returns:
-    score            correct + length: the summed reward GRPO trains on and dynamic sampling filters on
+    score            correct_weight * correct + length_weight * length: the summed reward GRPO trains on and
+                     dynamic sampling filters on (pass the weights GDPO gets in algorithm.gdpo_reward_weights)
     correct          1 when the final answer (the last \\boxed{} after the reasoning) equals the ground
                      truth according to math-verify, else 0
     length           1 when the response has at most ``max_length`` tokens (and, with
@@ -18,11 +25,14 @@ the "gdpo_verl" reward manager, which passes the response's true token count as
 
 from __future__ import annotations
 
+import json
 import logging
-import math
 import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from gdpo_verl.core.checks import boolean, finite_number, whole_number
 from gdpo_verl.rewards.verifier import AnswerChecker
 
 logger = logging.getLogger("gdpo_verl")
@@ -48,6 +58,8 @@ def compute_score(
     conditioned: bool = False,
     think: str = "required",
     timeout_s: float = 10.0,
+    correct_weight: float = 1.0,
+    length_weight: float = 1.0,
     **kwargs: Any,
 ) -> dict[str, float]:
     """Score one response; see the module docstring for the returned keys.
@@ -60,25 +72,31 @@ def compute_score(
             not correct. ``"none"`` for models that answer directly (Qwen3-4B-Instruct): the whole response
             is the answer part.
         timeout_s: the longest one answer check may take.
+        correct_weight, length_weight: the weights of ``score``. The recipes pass the weights of
+            ``algorithm.gdpo_reward_weights`` here too, so that GRPO, dynamic sampling and GDPO all see the
+            same weighted objective (gdpo-verl refuses a config where the two differ).
     """
     global _failures
     unknown = sorted(set(kwargs) - set(VERL_KWARGS))
     if unknown:
         raise ValueError(
             f"unknown reward.custom_reward_function.reward_kwargs {unknown}; the options are max_length, "
-            "conditioned, think and timeout_s."
+            "conditioned, think, timeout_s, correct_weight and length_weight."
         )
     _check_options(max_length, conditioned, think, timeout_s)
+    weights = (finite_number(correct_weight, "reward.custom_reward_function.reward_kwargs.correct_weight"),
+               finite_number(length_weight, "reward.custom_reward_function.reward_kwargs.length_weight"))
     response_length = (extra_info or {}).get("response_length")
     if not isinstance(response_length, numbers.Integral):
         raise ValueError(
             "extra_info['response_length'] is missing: the length reward needs the true token count, which "
             "verl's own reward managers do not pass. Set reward.reward_manager.name=gdpo_verl."
         )
+    truth = parse_ground_truth(ground_truth)
     answer = final_answer(solution_str, think)
     verdict: bool | None = False
     if answer is not None:
-        verdict = None if len(answer) > MAX_ANSWER_CHARS else _checker(timeout_s).check(str(ground_truth), answer)
+        verdict = _verdict(truth, solution_str, answer, think, _checker(timeout_s))
     if verdict is None:
         _failures += 1
         logger.warning(
@@ -91,7 +109,7 @@ def compute_score(
     short = float(response_length <= max_length)
     length = short * correct if conditioned else short
     return {
-        "score": correct + length,
+        "score": weights[0] * correct + weights[1] * length,
         "correct": correct,
         "length": length,
         "short": short,
@@ -99,6 +117,127 @@ def compute_score(
         "answer_found": float(answer is not None),
         "verify_failed": float(verdict is None),
     }
+
+
+@dataclass(frozen=True)
+class MathTruth:
+    """Correct answers: any one of ``alternatives``, or, when ``parts`` is set, all of the parts in order."""
+
+    alternatives: tuple[str, ...] = ()
+    parts: tuple[str, ...] | None = None
+
+
+def parse_ground_truth(value: Any) -> MathTruth:
+    """``MathTruth`` from one answer, a list of alternatives (or ``{"any_of": [...]}``) or ``{"all_of": [...]}``
+    (mappings or their JSON); ValueError naming the problem (a data error: scripts/prepare_data.py writes only
+    these forms)."""
+    if isinstance(value, str) and value.lstrip().startswith(('{"all_of"', '{"any_of"')):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"a structured ground truth is not valid JSON ({exc.msg}): {value[:200]!r}") from exc
+    if isinstance(value, Mapping):
+        kind, items = next(iter(value.items())) if len(value) == 1 else (None, None)
+        if kind not in ("all_of", "any_of") or not isinstance(items, (list, tuple)) or len(items) < 1:
+            raise ValueError(
+                "a structured ground truth is {'all_of': [part, ...]} (a multi-part answer) or {'any_of': [answer, "
+                f"...]}} (alternatives); got {str(value)[:200]!r}."
+            )
+        if kind == "any_of":
+            return MathTruth(alternatives=tuple(_answer_text(item, "an alternative answer") for item in items))
+        return MathTruth(parts=tuple(_answer_text(part, "a part of a multi-part ground truth") for part in items))
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()  # numpy arrays, as parquet columns of lists come back
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise ValueError("the ground truth is an empty list of alternatives.")
+        return MathTruth(alternatives=tuple(_answer_text(item, "an alternative answer") for item in value))
+    return MathTruth(alternatives=(_answer_text(value, "the ground truth"),))
+
+
+def _answer_text(value: Any, what: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)) or not str(value).strip():
+        raise ValueError(f"{what} must be a non-empty string or a number; got {value!r}.")
+    return str(value).strip()
+
+
+def _verdict(truth: MathTruth, text: str, answer: str, think: str, checker: AnswerChecker) -> bool | None:
+    """True / False, or None when a needed check could not be made (timeout, crash, too long)."""
+    if truth.parts is None:
+        return _any_true(checker, truth.alternatives, answer)
+    given = answer_parts(text, think)
+    if len(given) != len(truth.parts):
+        return False
+    verdicts = [_any_true(checker, (gold,), part) for gold, part in zip(truth.parts, given, strict=True)]
+    if any(verdict is False for verdict in verdicts):
+        return False
+    return None if any(verdict is None for verdict in verdicts) else True
+
+
+def _any_true(checker: AnswerChecker, golds: tuple[str, ...], answer: str) -> bool | None:
+    """True if ``answer`` equals any of ``golds``; None if none did and some check could not be made."""
+    if len(answer) > MAX_ANSWER_CHARS:
+        return None
+    unknown = False
+    for gold in golds:
+        verdict = checker.check(gold, answer)
+        if verdict is True:
+            return True
+        unknown = unknown or verdict is None
+    return None if unknown else False
+
+
+def answer_parts(text: str, think: str = "required") -> list[str]:
+    """The parts of a multi-part answer: the contents of every ``\\boxed{}`` of the answer section when there are
+    several, else the last one's content split at top-level commas."""
+    section = text.rsplit("</think>", 1)[1] if think == "required" and "</think>" in text else text
+    boxes = all_boxed(section)
+    if len(boxes) > 1:
+        return boxes
+    return split_top_level(boxes[0]) if boxes else []
+
+
+def split_top_level(text: str) -> list[str]:
+    """``text`` split at commas outside braces, brackets and parentheses, each part stripped."""
+    parts, depth, start = [], 0, 0
+    for position, character in enumerate(text):
+        if character in "{[(":
+            depth += 1
+        elif character in "}])":
+            depth -= 1
+        elif character == "," and depth == 0:
+            parts.append(text[start:position].strip())
+            start = position + 1
+    parts.append(text[start:].strip())
+    return [part for part in parts if part]
+
+
+def all_boxed(text: str) -> list[str]:
+    """The contents of every ``\\boxed{...}`` / ``\\fbox{...}`` with balanced braces, in order."""
+    found, position = [], 0
+    while True:
+        starts = [i for i in (text.find("\\boxed{", position), text.find("\\fbox{", position)) if i >= 0]
+        if not starts:
+            return found
+        opening = text.index("{", min(starts))
+        content, end = _balanced(text, opening)
+        if content is None:
+            return found
+        if content:
+            found.append(content)
+        position = end
+
+
+def _balanced(text: str, opening: int) -> tuple[str | None, int]:
+    depth = 0
+    for position in range(opening, len(text)):
+        if text[position] == "{":
+            depth += 1
+        elif text[position] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[opening + 1 : position].strip(), position + 1
+    return None, len(text)
 
 
 def final_answer(text: str, think: str = "required") -> str | None:
@@ -115,17 +254,8 @@ def last_boxed(text: str) -> str | None:
     start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
     if start < 0:
         return None
-    opening = text.index("{", start)
-    depth = 0
-    for position in range(opening, len(text)):
-        if text[position] == "{":
-            depth += 1
-        elif text[position] == "}":
-            depth -= 1
-            if depth == 0:
-                content = text[opening + 1 : position].strip()
-                return content or None
-    return None
+    content, _ = _balanced(text, text.index("{", start))
+    return content or None
 
 
 def _checker(timeout_s: float) -> AnswerChecker:
@@ -136,11 +266,8 @@ def _checker(timeout_s: float) -> AnswerChecker:
 
 def _check_options(max_length: Any, conditioned: Any, think: Any, timeout_s: Any) -> None:
     where = "reward.custom_reward_function.reward_kwargs"
-    if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or max_length < 1:
-        raise ValueError(f"{where}.max_length must be a positive integer (tokens); got {max_length!r}.")
-    if not isinstance(conditioned, bool):
-        raise ValueError(f"{where}.conditioned must be true or false; got {conditioned!r}.")
+    whole_number(max_length, f"{where}.max_length (tokens)", minimum=1)
+    boolean(conditioned, f"{where}.conditioned")
     if think not in THINK_MODES:
         raise ValueError(f"{where}.think must be one of {THINK_MODES}; got {think!r}.")
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not (0 < timeout_s < math.inf):
-        raise ValueError(f"{where}.timeout_s must be a positive number of seconds; got {timeout_s!r}.")
+    finite_number(timeout_s, f"{where}.timeout_s (seconds)", above=0)

@@ -21,14 +21,21 @@ STARTUP_TIMEOUT_S = 120.0
 
 
 def serve() -> None:
-    """Child process: read {"gold", "answer"} lines from stdin, write "1" or "0" lines to stdout."""
+    """Child process: read {"gold", "answer"} lines from stdin, write "1" or "0" lines to stdout.
+
+    math-verify's own time limits (5 s for parsing and for verifying, on by default) are switched off: when one
+    fires, math-verify answers "wrong", so a correct answer whose check is slow would be scored 0 without a trace.
+    The parent's ``timeout_s`` is the only limit: it kills this process, and the check counts as not made.
+    """
     from math_verify import parse, verify
 
     print("ready", flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         try:
-            verdict = bool(verify(parse(f"${request['gold']}$"), parse(f"${request['answer']}$")))
+            gold = parse(f"${request['gold']}$", parsing_timeout=None)
+            answer = parse(f"${request['answer']}$", parsing_timeout=None)
+            verdict = bool(verify(gold, answer, timeout_seconds=None))
         except Exception:  # math-verify raised on this input: a wrong answer, as it is by default
             verdict = False
         print("1" if verdict else "0", flush=True)

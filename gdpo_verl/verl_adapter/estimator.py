@@ -1,9 +1,11 @@
 """The "gdpo" advantage estimator with the signature verl's ``compute_advantage`` calls.
 
-verl passes ``non_tensor_batch`` and ``batch`` to the estimator registered as "gdpo" only; this module
-gathers each reward's scores from them (and, under the V1 trainer, from what ``integration`` fetched from
-TransferQueue for the step), hands them to ``gdpo_parts`` and leaves the step's ``gdpo/`` metrics for
-the trainer hook to log. ``observe_step`` leaves the same metrics when another estimator trains.
+verl passes ``non_tensor_batch`` and ``batch`` to the estimator registered as "gdpo" only. A trainer hook
+(``trainer_hooks``) runs every advantage step inside ``running(Step(...))``: the settings parsed once for the
+step, the trainer's global step and, under the V1 trainer, what the stage fetched from TransferQueue. The
+estimator reads them there, computes (``gdpo_step``: one path, single- or multi-output sessions alike), and
+leaves the step's ``gdpo/`` metrics on the same ``Step`` for the hook to log; ``observe`` does the same when
+another estimator trains.
 """
 
 from __future__ import annotations
@@ -18,12 +20,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from gdpo_verl.advantage import GdpoParts, gdpo_parts, outcome_scores
-from gdpo_verl.diagnostics import advantage_metrics
+from gdpo_verl.core.advantage import GdpoParts, expand_advantages, gdpo_outcome_parts, outcome_scores, output_buffer
+from gdpo_verl.core.checks import is_number
+from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.records import append_record
-from gdpo_verl.verl_adapter.settings import Condition, GdpoSettings, settings_from_config
+from gdpo_verl.verl_adapter.settings import GdpoSettings, settings_from_config
 
 TOKEN_LEVEL_PREFIX = "token_level_scores_"
+
+
+def reward_fields(key: str) -> tuple[str, str]:
+    """Where a reward's scores are looked up, first match wins: per-token scores, then one value per response."""
+    return TOKEN_LEVEL_PREFIX + key, key
 
 
 @dataclass(frozen=True)
@@ -40,34 +48,41 @@ class StepInputs:
     keys: Sequence[str]
     components: Mapping[str, np.ndarray] = field(default_factory=dict)
     tensors: Mapping[str, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class Step:
+    """One advantage step, as the trainer hook hands it to the estimator and gets it back.
+
+    Attributes:
+        settings: parsed once for the step from ``algorithm``.
+        global_step: the trainer's step (numbers the ``algorithm.gdpo.dump_dir`` records); None outside a trainer.
+        inputs: what the V1 stage fetched; None under the legacy trainer (components are in ``non_tensor_batch``).
+        metrics: the ``gdpo/`` metrics, filled in by the estimator (or ``observe``).
+    """
+
+    settings: GdpoSettings
     global_step: int | None = None
+    inputs: StepInputs | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
-_STEP_INPUTS: ContextVar[StepInputs | None] = ContextVar("gdpo_verl_step_inputs", default=None)
-_last_metrics: dict[str, float] = {}
-_calls = 0
+_STEP: ContextVar[Step | None] = ContextVar("gdpo_verl_step", default=None)
 
 
 @contextmanager
-def step_inputs(inputs: StepInputs) -> Iterator[None]:
-    """Make ``inputs`` visible to the estimator calls made inside the block."""
-    token = _STEP_INPUTS.set(inputs)
+def running(step: Step) -> Iterator[Step]:
+    """Make ``step`` the one the estimator calls inside the block belong to."""
+    token = _STEP.set(step)
     try:
-        yield
+        yield step
     finally:
-        _STEP_INPUTS.reset(token)
+        _STEP.reset(token)
 
 
-def current_step_inputs() -> StepInputs | None:
-    """What the V1 advantage stage fetched, inside its ``step_inputs`` block; None elsewhere."""
-    return _STEP_INPUTS.get()
-
-
-def pop_step_metrics() -> dict[str, float]:
-    """The ``gdpo/`` metrics of the last estimator call, once; empty if none since the last pop."""
-    global _last_metrics
-    metrics, _last_metrics = _last_metrics, {}
-    return metrics
+def current_step() -> Step | None:
+    """The step being run (inside ``running``), else None."""
+    return _STEP.get()
 
 
 def compute_gdpo_advantage(
@@ -92,102 +107,67 @@ def compute_gdpo_advantage(
     Returns:
         ``(advantages, returns)``, both the same ``(B, T)`` tensor.
     """
-    global _last_metrics, _calls
-    _calls += 1
-    settings = settings_from_config(config)
-    advantages, parts, uids, raw_means = _gdpo_step(settings, response_mask, index, non_tensor_batch, batch)
-    _last_metrics = advantage_metrics(parts) | raw_means
+    step = current_step() or Step(settings_from_config(config))
+    settings = step.settings
+    tensors = {key: batch[key] for key in (batch.keys() if batch is not None else []) if str(key).startswith(TOKEN_LEVEL_PREFIX)}
+    advantages, parts, uids = gdpo_step(settings, response_mask, index, non_tensor_batch, tensors, step.inputs)
+    step.metrics = advantage_metrics(parts)
     if settings.dump_dir is not None:
-        # The trainer's global step under V1; the legacy trainer does not hand it over, so there it is the
-        # call count of this process (the same unless the run resumed from a checkpoint).
-        inputs = _STEP_INPUTS.get()
-        step = inputs.global_step if inputs is not None and inputs.global_step is not None else _calls
-        options = dict(norm_by_std=settings.norm_by_std, batch_norm=settings.batch_norm, eps=settings.eps)
-        append_record(settings.dump_dir, parts, uids, step, **options)
+        if step.global_step is None:
+            raise ValueError(
+                "algorithm.gdpo.dump_dir numbers its records by the trainer's global step, and this advantage step "
+                "ran outside verl's trainer (no global step). Unset algorithm.gdpo.dump_dir for such calls."
+            )
+        append_record(settings.dump_dir, parts, uids, step.global_step, norm_by_std=settings.norm_by_std,
+                      batch_norm=settings.batch_norm, eps=settings.eps)
     return advantages, advantages
 
 
-def observe_step(
-    config: Any,
-    response_mask: torch.Tensor,
-    index: np.ndarray,
-    non_tensor_batch: Mapping[str, np.ndarray] | None = None,
-) -> None:
-    """Another estimator trains on this batch: leave the ``gdpo/`` metrics of what GDPO would compute on it.
-
-    The same metrics as under "gdpo" (per-reward means, collapse under GRPO and GDPO, ...), for the trainer
-    hook to log next to the other estimator's; its advantages are not touched.
-    """
-    global _last_metrics
-    settings = settings_from_config(config, training=False)
-    _, parts, _, raw_means = _gdpo_step(settings, response_mask, index, non_tensor_batch, None)
-    _last_metrics = advantage_metrics(parts) | raw_means
+def observe(step: Step, response_mask: torch.Tensor, index: Any, non_tensor_batch: Mapping[str, Any] | None) -> None:
+    """Another estimator trains on this batch: leave on ``step`` the ``gdpo/`` metrics of what GDPO would compute
+    on it. Its advantages are not touched."""
+    _, parts, _ = gdpo_step(step.settings, response_mask, index, non_tensor_batch, {}, step.inputs)
+    step.metrics = advantage_metrics(parts)
 
 
-def _gdpo_step(
+def gdpo_step(
     settings: GdpoSettings,
     response_mask: torch.Tensor,
     index: Any,
-    non_tensor_batch: Mapping[str, np.ndarray] | None,
-    batch: Any,
-) -> tuple[torch.Tensor, GdpoParts, np.ndarray, dict[str, float]]:
-    """(advantages ``(B, T)``, the computation's parts, the uid of each of their rows, raw means of conditioned
-    rewards) from verl's inputs and, under the V1 trainer, what the advantage stage fetched."""
+    non_tensor_batch: Mapping[str, Any] | None,
+    tensors: Mapping[str, torch.Tensor],
+    inputs: StepInputs | None,
+) -> tuple[torch.Tensor, GdpoParts, np.ndarray]:
+    """(advantages ``(B, T)``, the computation's parts, the uid of each of their rows).
+
+    In multi-output agent sessions (V1), like verl's GRPO path, only the last output of each session takes part
+    in the group statistics, and its advantage is given to every output of the session.
+    """
     if index is None:
         raise ValueError(
             "the gdpo estimator needs the group id of every response (verl's non_tensor_batch['uid']); none was given."
         )
-    per_response = dict(non_tensor_batch) if non_tensor_batch is not None else {}
-    tensor_keys = list(batch.keys()) if batch is not None else []
-    tensors = {key: batch[key] for key in tensor_keys if str(key).startswith(TOKEN_LEVEL_PREFIX)}
-    inputs = _STEP_INPUTS.get()
-    final_rows = None
+    per_response = dict(non_tensor_batch or {})
+    tensors = dict(tensors)
+    final_rows, row_to_final = None, None
     if inputs is not None:
         final_rows, row_to_final = session_layout(inputs.keys, index)
         per_response.update(inputs.components)
         tensors.update(inputs.tensors)
     rewards = gather_rewards(settings.reward_keys, response_mask, per_response, tensors)
-    raw_means = {}
-    if settings.conditions:
-        # Logged next to gdpo/<reward>/mean (the conditioned value), over the responses the metrics count.
-        counted = response_mask.any(dim=-1)
-        if final_rows is not None:
-            counted &= torch.zeros_like(counted).index_fill_(0, torch.as_tensor(final_rows, device=counted.device), True)
-        for condition in settings.conditions:
-            raw = outcome_scores(rewards, [condition.reward], response_mask)[counted, 0]
-            raw_means[f"gdpo/{condition.reward}/raw_mean"] = raw.to(torch.float64).mean().item()
-        rewards = apply_conditions(rewards, settings.conditions, response_mask)
-    options = dict(norm_by_std=settings.norm_by_std, batch_norm=settings.batch_norm, eps=settings.eps)
-
+    output = output_buffer(response_mask)  # becomes the advantages (expand_advantages)
+    scores = outcome_scores(rewards, settings.reward_keys, output)
+    valid_tokens = output.sum(dim=-1)
     uids = np.asarray(index)
-    if final_rows is None:
-        parts = gdpo_parts(rewards, response_mask, index, settings.weights, **options)
-        return parts.advantages, parts, uids, raw_means
-    # Several outputs per session (multi-output agent loops): like verl's GRPO path, only the last output of
-    # each session takes part in the group statistics, and its advantage is given to every output.
-    rows = torch.as_tensor(final_rows, device=response_mask.device)
-    parts = gdpo_parts(
-        {name: value[rows] for name, value in rewards.items()},
-        response_mask[rows],
-        uids[final_rows],
-        settings.weights,
-        **options,
+    if final_rows is not None:
+        rows = torch.as_tensor(final_rows, device=scores.device)
+        scores, valid_tokens, uids = scores[rows], valid_tokens[rows], uids[final_rows]
+    parts = gdpo_outcome_parts(
+        dict(zip(settings.reward_keys, scores.T, strict=True)), valid_tokens, uids, settings.weights,
+        conditions=settings.conditions, norm_by_std=settings.norm_by_std, batch_norm=settings.batch_norm,
+        eps=settings.eps,
     )
-    per_row = parts.final.to(torch.float32)[row_to_final.to(response_mask.device)]
-    advantages = response_mask.to(torch.float32, copy=True).mul_(per_row.unsqueeze(-1))
-    return advantages, parts, uids[final_rows], raw_means
-
-
-def apply_conditions(
-    rewards: Mapping[str, torch.Tensor], conditions: Sequence[Condition], response_mask: torch.Tensor
-) -> dict[str, torch.Tensor]:
-    """Zero each conditioned reward where its ``given`` reward (raw outcome value) is below ``at_least``."""
-    gated = dict(rewards)
-    for condition in conditions:
-        keep = outcome_scores(rewards, [condition.given], response_mask)[:, 0] >= condition.at_least
-        reward = gated[condition.reward]
-        gated[condition.reward] = reward * (keep.unsqueeze(-1) if reward.dim() == 2 else keep).to(reward.dtype)
-    return gated
+    return expand_advantages(parts.final, output, row_to_final), parts, uids
 
 
 def session_layout(keys: Sequence[str], index: Any) -> tuple[list[int] | None, torch.Tensor | None]:
@@ -235,18 +215,18 @@ def gather_rewards(
 ) -> dict[str, torch.Tensor]:
     """reward key -> ``(B, T)`` token-level scores or ``(B,)`` outcome scores.
 
-    Looked up in this order: a ``token_level_scores_<key>`` tensor, a ``token_level_scores_<key>`` entry of
-    per-token lists in ``per_response``, then ``per_response[key]`` (one number per response).
+    Looked up in the order of ``reward_fields``: ``token_level_scores_<key>`` (a ``(B, T)`` tensor, or per-token
+    lists in ``per_response``), then ``per_response[key]`` (one number per response).
     """
     rewards = {}
     for key in keys:
-        token_level_key = TOKEN_LEVEL_PREFIX + key
-        if token_level_key in tensors:
-            rewards[key] = tensors[token_level_key]
-        elif token_level_key in per_response:
-            rewards[key] = _token_level(token_level_key, per_response[token_level_key], response_mask)
-        elif key in per_response:
-            rewards[key] = _per_response(key, per_response[key], response_mask)
+        token_level_key, _ = reward_fields(key)
+        found = next((name for name in reward_fields(key) if name in tensors or name in per_response), None)
+        if found in tensors:
+            rewards[key] = tensors[found]
+        elif found is not None:
+            convert = _token_level if found == token_level_key else _per_response
+            rewards[key] = convert(found, per_response[found], response_mask)
         else:
             available = sorted(per_response) + sorted(tensors)
             hint = (
@@ -318,4 +298,4 @@ def _per_response(key: str, values: Any, response_mask: torch.Tensor) -> torch.T
     return torch.from_numpy(array.astype(np.float64)).to(response_mask.device)
 
 
-_is_number = np.vectorize(lambda value: isinstance(value, (numbers.Real, np.bool_)), otypes=[bool])
+_is_number = np.vectorize(is_number, otypes=[bool])

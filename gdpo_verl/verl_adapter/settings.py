@@ -5,30 +5,24 @@ Every key is declared, with its default and meaning, in ``gdpo_verl/config/gdpo_
 
 from __future__ import annotations
 
-import math
-import numbers
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gdpo_verl.advantage import check_options, weight_vector_for
+from gdpo_verl.core.advantage import DEFAULT_BATCH_NORM, DEFAULT_EPS, check_options, weight_vector_for
+from gdpo_verl.core.checks import boolean, finite_number
+from gdpo_verl.core.conditions import Condition, check_conditions
 
-# Options under ``algorithm.gdpo`` and their defaults.
-OPTION_DEFAULTS: dict[str, Any] = {"batch_norm": "token", "eps": 1e-6, "conditions": [], "dump_dir": None}
+# Options under ``algorithm.gdpo`` and their defaults (the packaged yaml declares the same; a test checks).
+OPTION_DEFAULTS: dict[str, Any] = {
+    "batch_norm": DEFAULT_BATCH_NORM, "eps": DEFAULT_EPS, "conditions": [], "dump_dir": None
+}
 
 CONDITION_KEYS = ("reward", "given", "at_least")
 
 # Every ``algorithm`` key of GDPO's own; any other key starting with "gdpo" is a typo.
 GDPO_KEYS = ("gdpo_reward_keys", "gdpo_reward_weights", "gdpo")
-
-
-@dataclass(frozen=True)
-class Condition:
-    """Keep ``reward`` only for responses whose ``given`` reward is at least ``at_least`` (else 0)."""
-
-    reward: str
-    given: str
-    at_least: float
 
 
 @dataclass(frozen=True)
@@ -53,7 +47,11 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
             "the gdpo estimator needs verl's algorithm config (config=...) to know which rewards to use; got None."
         )
     if isinstance(algorithm, Mapping):
-        unknown = sorted(key for key in algorithm if str(key).startswith("gdpo") and key not in GDPO_KEYS)
+        # keys that start with "gdpo", or that are one typo away from a GDPO key (gpdo_reward_weights)
+        unknown = sorted(
+            key for key in algorithm if key not in GDPO_KEYS
+            and (str(key).startswith("gdpo") or difflib.get_close_matches(str(key), GDPO_KEYS, n=1, cutoff=0.85))
+        )
         if unknown:
             raise ValueError(
                 f"unknown GDPO key(s) algorithm.{unknown}; GDPO reads algorithm.{list(GDPO_KEYS)}. "
@@ -62,7 +60,7 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
     keys = _reward_keys(_get(algorithm, "gdpo_reward_keys"))
     weights = _weights(keys, _get(algorithm, "gdpo_reward_weights"))
 
-    if training and _get(algorithm, "use_kl_in_reward", False):
+    if training and boolean(_get(algorithm, "use_kl_in_reward", False), "algorithm.use_kl_in_reward"):
         raise ValueError(
             "algorithm.use_kl_in_reward=True is not supported with algorithm.adv_estimator=gdpo: GDPO normalizes "
             "each reward component, so a KL penalty folded into the summed reward would be lost. Set "
@@ -70,9 +68,7 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
             "actor_rollout_ref.actor.use_kl_loss=True (the paper uses kl_loss_type=mse, kl_loss_coef=0.0005)."
         )
 
-    norm_by_std = _get(algorithm, "norm_adv_by_std_in_grpo", True)
-    if not isinstance(norm_by_std, bool):
-        raise ValueError(f"algorithm.norm_adv_by_std_in_grpo must be true or false; got {norm_by_std!r}.")
+    norm_by_std = boolean(_get(algorithm, "norm_adv_by_std_in_grpo", True), "algorithm.norm_adv_by_std_in_grpo")
 
     options = _get(algorithm, "gdpo", None)
     if options is None:
@@ -109,18 +105,11 @@ def _conditions(keys: tuple[str, ...], raw: Any) -> tuple[Condition, ...]:
                 f"each algorithm.gdpo.conditions entry needs exactly the keys {list(CONDITION_KEYS)}; got {item!r}; "
                 f"{example}."
             )
-        reward, given, at_least = item["reward"], item["given"], item["at_least"]
-        unknown = [name for name in (reward, given) if name not in keys]
-        if unknown:
-            raise ValueError(
-                f"algorithm.gdpo.conditions names {unknown}, which are not in gdpo_reward_keys {list(keys)}."
-            )
-        if reward == given:
-            raise ValueError(f"algorithm.gdpo.conditions: reward {reward!r} cannot be conditioned on itself.")
-        if isinstance(at_least, bool) or not isinstance(at_least, numbers.Real) or not math.isfinite(at_least):
-            raise ValueError(f"algorithm.gdpo.conditions: at_least must be a finite number; got {at_least!r}.")
-        conditions.append(Condition(str(reward), str(given), float(at_least)))
-    return tuple(conditions)
+        conditions.append(Condition(str(item["reward"]), str(item["given"]), item["at_least"]))
+    try:
+        return check_conditions(keys, conditions)
+    except ValueError as exc:
+        raise ValueError(f"algorithm.gdpo.{exc}") from exc
 
 
 def _get(config: Any, key: str, default: Any = None) -> Any:
@@ -179,7 +168,7 @@ def _weights(keys: tuple[str, ...], raw: Any) -> dict[str, float]:
 
 
 # The reward_extra_info key that gdpo_verl's reward manager fills with a value that differs between two
-# responses whenever any of their GDPO reward components differ (see gdpo_verl/rewards/manager.py).
+# responses whenever any of their GDPO reward components differ (see gdpo_verl/verl_adapter/reward_manager.py).
 SIGNATURE_KEY = "gdpo_signature"
 REWARD_MANAGER_NAME = "gdpo_verl"
 
@@ -201,12 +190,15 @@ def check_config(config: Any) -> GdpoSettings | None:
         return None
     estimator = _get(algorithm, "adv_estimator")
     settings = settings_from_config(algorithm) if estimator == "gdpo" else None
-    if observes(algorithm) and settings_from_config(algorithm, training=False).dump_dir is not None:
+    observed = settings_from_config(algorithm, training=False) if observes(algorithm) else None
+    if observed is not None and observed.dump_dir is not None:
         raise ValueError(
             f"algorithm.gdpo.dump_dir records the advantages GDPO trains on, but algorithm.adv_estimator is "
             f"{estimator!r}: nothing would be written. Unset algorithm.gdpo.dump_dir (the gdpo/ metrics are still "
             "logged), or train with algorithm.adv_estimator=gdpo."
         )
+    if settings is not None or observed is not None:
+        _check_score_weights(config, settings or observed)
 
     filter_groups = _get(algorithm, "filter_groups")
     if filter_groups is not None and _get(filter_groups, "enable", False):
@@ -228,3 +220,31 @@ def check_config(config: Any) -> GdpoSettings | None:
                 "is taken over those reward components."
             )
     return settings
+
+
+# This package's reward functions whose summed ``score`` takes ``<reward>_weight`` options.
+WEIGHTED_REWARD_FUNCTIONS = ("pkg://gdpo_verl.rewards.math_length", "pkg://gdpo_verl.rewards.tool_calling")
+
+
+def _check_score_weights(config: Any, settings: GdpoSettings) -> None:
+    """GDPO's weights and the weights in the summed ``score`` (what GRPO and dynamic sampling use) must agree
+    for this package's reward functions: a weight given to one and not the other would go unnoticed."""
+    reward = _get(config, "reward")
+    function = _get(reward, "custom_reward_function") if reward is not None else None
+    if function is None or _get(function, "path") not in WEIGHTED_REWARD_FUNCTIONS:
+        return
+    kwargs = _get(function, "reward_kwargs") or {}
+    in_score = {
+        key: finite_number(_get(kwargs, f"{key}_weight", 1.0), f"reward.custom_reward_function.reward_kwargs.{key}_weight")
+        for key in settings.reward_keys
+    }
+    differing = {key: (settings.weights[key], in_score[key]) for key in settings.reward_keys
+                 if in_score[key] != settings.weights[key]}
+    if differing:
+        listed = ", ".join(f"{key}: {gdpo:g} in algorithm.gdpo_reward_weights, {score:g} in reward_kwargs.{key}_weight"
+                           for key, (gdpo, score) in differing.items())
+        raise ValueError(
+            f"the reward weights differ between GDPO and the summed score ({listed}). GRPO and dynamic sampling "
+            "train on the summed score, so the two must agree: set +reward.custom_reward_function.reward_kwargs."
+            "<reward>_weight to the same values as algorithm.gdpo_reward_weights (the recipes set both from one knob)."
+        )

@@ -5,8 +5,9 @@
 #       recipes/math_length/r1_1.5b_gdpo.sh trainer.val_before_train=False
 #   bash recipes/cluster/submit.sh python3 -c "import verl"         # a command instead of a recipe
 #
-# The recipe runs on the cluster, not here, so the recipe knobs set in this shell (MODEL, NNODES,
-# DATA_DIR, ... : every NAME=${NAME:-...} in recipes/) are passed to the job's environment.
+# The recipe runs on the cluster, not here, so the recipe's knobs that are set in this shell (MODEL, NNODES,
+# DATA_DIR, ...: what the recipe declares with `knob`, listed by LIST_KNOBS=1, recipes/launch.sh) are passed to
+# the job's environment; with a command instead of a recipe, the knobs of every recipe.
 # WORKING_DIR (default: this checkout) is uploaded as the job's working directory, without the virtual
 # environments, .git and run outputs; WORKING_DIR= runs from the nodes' own copy instead. NO_WAIT=1 returns
 # after submitting.
@@ -26,12 +27,22 @@ if [[ "$1" == *.sh ]]; then
         echo "submit.sh: recipe $1 not found" >&2
         exit 2
     fi
+    recipes=("$1")
     set -- bash "$@"
+else
+    recipes=()
+    while IFS= read -r recipe; do
+        recipes+=("$recipe")
+    done < <(find "$ROOT/recipes" -name '*.sh' ! -name launch.sh ! -name common.sh ! -path '*/cluster/*' | sort)
 fi
 
 # The recipe knobs that are set here travel with the job.
+knobs=""
+for recipe in "${recipes[@]}"; do
+    knobs+=$(env -i PATH="$PATH" HOME="$HOME" LIST_KNOBS=1 bash "$recipe")$'\n'
+done
 env_vars=""
-for name in $(grep -rhoE '^ *[A-Z][A-Z0-9_]*=\$\{[A-Z][A-Z0-9_]*[:-]' "$ROOT/recipes" | sed -E 's/^ *([A-Z0-9_]+)=.*/\1/' | sort -u); do
+for name in $(printf '%s' "$knobs" | sort -u); do
     if [ -n "${!name+set}" ]; then
         value=${!name//\\/\\\\}
         env_vars+="${env_vars:+,}\"${name}\": \"${value//\"/\\\"}\""
@@ -40,7 +51,7 @@ done
 runtime_env="{\"env_vars\": {${env_vars}}"
 if [ -n "$WORKING_DIR" ]; then
     runtime_env+=", \"working_dir\": \"${WORKING_DIR}\""
-    runtime_env+=", \"excludes\": [\".venv\", \".venv-cpu-training\", \".git\", \"outputs\", \"tensorboard_log\", \"checkpoints\", \"*.parquet\"]"
+    runtime_env+=", \"excludes\": [\".venv\", \".venv-cpu-training\", \".venv-unit\", \".git\", \"outputs\", \"tensorboard_log\", \"checkpoints\", \"*.parquet\"]"
 fi
 runtime_env+="}"
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # GDPO, plain length reward: deepseek-ai/DeepSeek-R1-Distill-Qwen-7B on DeepScaleR, 500 steps (paper section 4.2).
-# Knobs and DRY_RUN=1: see common.sh. Extra arguments are hydra overrides.
-MODEL=${MODEL:-deepseek-ai/DeepSeek-R1-Distill-Qwen-7B}
-ESTIMATOR=gdpo
-CONDITIONED=False
-THINK=${THINK:-required}
-TP=${TP:-2}
-EXPERIMENT=${EXPERIMENT:-r1_7b_gdpo}
+# Knobs: see common.sh; DRY_RUN=1 and LIST_KNOBS=1: see ../launch.sh. Extra arguments are hydra overrides.
+source "$(dirname "${BASH_SOURCE[0]}")/../launch.sh"
+ESTIMATOR=gdpo CONDITIONED=False
+knob MODEL deepseek-ai/DeepSeek-R1-Distill-Qwen-7B
+knob THINK required
+knob TP 2
+knob EXPERIMENT r1_7b_gdpo
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-run_recipe "$@"
+launch "${MATH_LENGTH[@]}" "$@"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # GDPO, conditioned length reward (length pays only correct answers): deepseek-ai/DeepSeek-R1-Distill-Qwen-7B on DeepScaleR, 500 steps (paper section 4.2).
-# Knobs and DRY_RUN=1: see common.sh. Extra arguments are hydra overrides.
-MODEL=${MODEL:-deepseek-ai/DeepSeek-R1-Distill-Qwen-7B}
-ESTIMATOR=gdpo
-CONDITIONED=True
-THINK=${THINK:-required}
-TP=${TP:-2}
-EXPERIMENT=${EXPERIMENT:-r1_7b_gdpo_conditioned}
+# Knobs: see common.sh; DRY_RUN=1 and LIST_KNOBS=1: see ../launch.sh. Extra arguments are hydra overrides.
+source "$(dirname "${BASH_SOURCE[0]}")/../launch.sh"
+ESTIMATOR=gdpo CONDITIONED=True
+knob MODEL deepseek-ai/DeepSeek-R1-Distill-Qwen-7B
+knob THINK required
+knob TP 2
+knob EXPERIMENT r1_7b_gdpo_conditioned
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-run_recipe "$@"
+launch "${MATH_LENGTH[@]}" "$@"

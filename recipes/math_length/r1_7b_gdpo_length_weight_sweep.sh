@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # GDPO on DeepSeek-R1-Distill-Qwen-7B with the plain length reward at length weights 1.0, 0.75, 0.5 and
 # 0.25 (correctness weight 1.0): the paper's weight sweep (section 4.2). Runs them one after the other;
-# WEIGHTS='0.5 0.25' picks some. With DRY_RUN=1 prints each composed config, separated by '---'.
-MODEL=${MODEL:-deepseek-ai/DeepSeek-R1-Distill-Qwen-7B}
-ESTIMATOR=gdpo
+# WEIGHTS='0.5 0.25' picks some; ESTIMATOR=grpo runs the same sweep for the baseline (the weights reach the
+# summed score GRPO trains on). Knobs: see common.sh; with DRY_RUN=1 (../launch.sh) prints each composed
+# config, separated by '---'.
+source "$(dirname "${BASH_SOURCE[0]}")/../launch.sh"
 CONDITIONED=False
-THINK=${THINK:-required}
-TP=${TP:-2}
-WEIGHTS=${WEIGHTS:-1.0 0.75 0.5 0.25}
-EXPERIMENT=r1_7b_gdpo_sweep
+knob ESTIMATOR gdpo
+knob MODEL deepseek-ai/DeepSeek-R1-Distill-Qwen-7B
+knob THINK required
+knob TP 2
+knob WEIGHTS "1.0 0.75 0.5 0.25"
+EXPERIMENT=r1_7b_${ESTIMATOR}_sweep
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-first=1
+separator=""
 for LENGTH_WEIGHT in $WEIGHTS; do
-    EXPERIMENT="r1_7b_gdpo_length_weight_${LENGTH_WEIGHT}"
-    CHECKPOINT_DIR="$HOME/checkpoints/$PROJECT/$EXPERIMENT"
-    if [ "${DRY_RUN:-0}" = 1 ] && [ $first = 0 ]; then echo '---'; fi
-    first=0
-    run_recipe "$@"
+    EXPERIMENT="r1_7b_${ESTIMATOR}_length_weight_${LENGTH_WEIGHT}"
+    math_length_overrides
+    if [ "${DRY_RUN:-0}" = 1 ]; then printf '%s' "$separator"; fi
+    separator=$'---\n'
+    launch "${MATH_LENGTH[@]}" "$@"
 done

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -120,7 +121,7 @@ def test_a_run_whose_vllm_engine_core_dies_stops_with_everything_it_started(tmp_
         while 1 not in check_run.step_metrics(tmp_path):
             assert process.poll() is None, f"the run ended before step 1:\n{process.communicate()[1][-3000:]}"
             assert time.monotonic() < deadline, "no step 1 within 15 minutes"
-            time.sleep(1)
+            time.sleep(0.2)
         run_processes = psutil.Process(process.pid).children(recursive=True)
         engine = next(p for p in run_processes if title(p).startswith("VLLM::EngineCore"))
         engine.kill()
@@ -133,7 +134,13 @@ def test_a_run_whose_vllm_engine_core_dies_stops_with_everything_it_started(tmp_
         for leftover in running(run_processes):
             leftover.kill()
     assert process.returncode != 0
-    assert f"VLLM::EngineCore (pid {engine.pid}, the vLLM engine core) died during step 2 of 4" in stderr
+    # A step of this run takes about 3 s, so step 2 may still finish after the kill (its rollouts were already
+    # generated); the message names the step after the last one logged when the death was seen (tests/e2e/
+    # test_supervise.py pins that exactly), so here: a step after step 1, and none beyond what verl logged.
+    found = re.search(rf"VLLM::EngineCore \(pid {engine.pid}, the vLLM engine core\) died during step (\d+) of 4", stderr)
+    assert found, stderr[-3000:]
+    died_in = int(found.group(1))
+    assert 2 <= died_in <= max(check_run.step_metrics(tmp_path)) + 1
     assert f"Log: {tmp_path / 'run.log'}" in stderr
     assert seconds < 180
     assert left == [], f"processes of the run still running: {left}"

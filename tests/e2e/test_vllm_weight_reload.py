@@ -56,7 +56,7 @@ def test_vllm_own_dispatch_packs_weights_that_verl_cannot_reload(tmp_path, gemm)
 def test_doctor_names_the_gemm_path_vllm_takes_on_this_cpu(tmp_path):
     kernels = set(probe(tmp_path, "native", "vllm")["kernels"].values())
     doctor = subprocess.run(
-        [str(PYTHON), "-m", "gdpo_verl.cli", "doctor", "--no-ray"], capture_output=True, text=True, timeout=600
+        [str(PYTHON), "-m", "gdpo_verl.tools.cli", "doctor", "--no-ray"], capture_output=True, text=True, timeout=600
     )
     line = next(line for line in doctor.stdout.splitlines() if "vLLM CPU GEMM" in line)
     assert line.startswith("OK") and "the CPU training run supports it" in line

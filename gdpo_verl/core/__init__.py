@@ -1,0 +1,30 @@
+"""The math of GDPO, in torch and numpy only (no verl, Ray, hydra or omegaconf).
+
+``advantage``: the three steps, top to bottom in ``gdpo_outcome_parts``. ``conditions``: the paper's
+conditioned rewards. ``diagnostics``: the ``gdpo/`` step metrics, read from a computation's parts.
+``collapse``: the paper's count of distinct advantage groups. ``checks``: the checks of single values (numpy
+only: the reward functions use them without importing torch).
+"""
+
+from typing import Any
+
+_EXPORTS = {
+    "BATCH_NORMS": "advantage",
+    "DEFAULT_BATCH_NORM": "advantage",
+    "DEFAULT_EPS": "advantage",
+    "GdpoParts": "advantage",
+    "gdpo_advantage": "advantage",
+    "gdpo_outcome_parts": "advantage",
+    "gdpo_parts": "advantage",
+    "Condition": "conditions",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(f"gdpo_verl.core.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'gdpo_verl.core' has no attribute {name!r}")

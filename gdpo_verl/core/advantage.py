@@ -1,0 +1,392 @@
+"""The GDPO advantage (arXiv 2601.05242), in plain torch.
+
+For prompt i, rollout j and reward k:
+
+    step 1  A_k(i,j)  = (r_k(i,j) - mean_j r_k(i,.)) / (std_j r_k(i,.) + eps)   per reward, per group
+    step 2  A_sum(i,j) = sum_k w_k * A_k(i,j)                                    weights act on normalized values
+    step 3  A(i,j)     = batch normalization of A_sum over the whole batch       (Eq. 6 of the paper)
+
+``gdpo_outcome_parts`` is the formula, top to bottom; ``gdpo_parts`` and ``gdpo_advantage`` take verl's
+``(B,)`` or ``(B, T)`` rewards and a response mask around it. This module imports torch and numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from gdpo_verl.core.checks import finite_number
+from gdpo_verl.core.conditions import Condition, apply_conditions, check_conditions
+
+BATCH_NORMS = ("token", "sequence", "none")
+# The defaults of algorithm.gdpo.batch_norm and algorithm.gdpo.eps (gdpo_verl/config/gdpo_trainer.yaml).
+DEFAULT_BATCH_NORM = "token"
+DEFAULT_EPS = 1e-6
+
+# verl's masked_whiten adds this to the variance before the inverse square root.
+WHITEN_VAR_EPS = 1e-8
+
+
+@dataclass(frozen=True)
+class GdpoParts:
+    """Everything one GDPO computation produced; diagnostics and records read these instead of recomputing.
+
+    Attributes:
+        advantages: ``(B, T)`` float32, the result, zero outside the response mask (None when computed
+            from outcome scores alone).
+        names: the reward names, in column order.
+        raw_scores: ``(B, K)`` float64 outcome score of each response and reward, before any condition.
+        scores: ``(B, K)`` float64 the scores normalized in step 1 (``raw_scores`` with the conditions applied).
+        normalized: ``(B, K)`` float64 step-1 values (per reward, per group).
+        weights: ``(K,)`` float64.
+        summed: ``(B,)`` float64 step-2 values.
+        final: ``(B,)`` float64 step-3 values, one per response: ``(summed - batch_mean) / batch_scale``.
+        batch_mean, batch_scale: step 3's statistics (0 and 1 with ``batch_norm="none"``).
+        group: ``(B,)`` long group ids; ``num_groups`` of them.
+        valid_tokens: ``(B,)`` float64 valid response tokens per response.
+        conditions: the conditions applied.
+    """
+
+    advantages: torch.Tensor | None
+    names: tuple[str, ...]
+    raw_scores: torch.Tensor
+    scores: torch.Tensor
+    normalized: torch.Tensor
+    weights: torch.Tensor
+    summed: torch.Tensor
+    final: torch.Tensor
+    batch_mean: float
+    batch_scale: float
+    group: torch.Tensor
+    num_groups: int
+    valid_tokens: torch.Tensor
+    conditions: tuple[Condition, ...] = ()
+
+
+def gdpo_outcome_parts(
+    scores: Mapping[str, Any],
+    valid_tokens: Any,
+    index: Any,
+    weights: Mapping[str, float] | None = None,
+    *,
+    conditions: Sequence[Condition] = (),
+    norm_by_std: bool = True,
+    batch_norm: str = DEFAULT_BATCH_NORM,
+    eps: float = DEFAULT_EPS,
+) -> GdpoParts:
+    """GDPO on one outcome score per response and reward (``advantages`` is None).
+
+    Args:
+        scores: reward name -> ``(B,)`` outcome scores.
+        valid_tokens: ``(B,)`` valid response tokens of each response (the weights of ``batch_norm="token"``).
+        index: ``(B,)`` group ids: verl's ``uid`` numpy object array, a list, or an integer tensor.
+        weights: reward name -> weight on that reward's normalized advantage; ``None`` weighs all 1.0.
+        conditions: keep a reward only where another reaches a threshold (``Condition``), before step 1.
+        norm_by_std: divide by the group std (step 1); False only centres (verl's ``norm_adv_by_std_in_grpo``).
+        batch_norm: ``"token"`` (verl's masked whitening), ``"sequence"`` (the paper's Eq. 6) or ``"none"``.
+        eps: added to every std.
+    """
+    names, raw_scores, valid_tokens = _outcome_inputs(scores, valid_tokens)
+    weight = weight_vector_for(names, weights)
+    conditions = check_conditions(names, conditions)
+    check_options(batch_norm, eps)
+    group, num_groups = group_ids(index, raw_scores.shape[0], raw_scores.device)
+
+    rewards = apply_conditions(raw_scores, names, conditions)
+    normalized = group_normalize(rewards, group, num_groups, norm_by_std=norm_by_std, eps=eps)  # step 1
+    summed = normalized @ weight.to(normalized.device)  # step 2
+    final, batch_mean, batch_scale = batch_normalize(summed, valid_tokens, batch_norm, eps)  # step 3
+    _check_finite(final)
+
+    return GdpoParts(
+        None, names, raw_scores, rewards, normalized, weight, summed, final, batch_mean, batch_scale, group,
+        num_groups, valid_tokens, conditions,
+    )
+
+
+def gdpo_parts(
+    rewards: Mapping[str, torch.Tensor], response_mask: torch.Tensor, index: Any,
+    weights: Mapping[str, float] | None = None, **options: Any,
+) -> GdpoParts:
+    """``gdpo_advantage`` with its intermediate values; same arguments."""
+    names = _check_rewards(rewards, response_mask)
+    output = output_buffer(response_mask)
+    scores = outcome_scores(rewards, names, output)
+    parts = gdpo_outcome_parts(dict(zip(names, scores.T, strict=True)), output.sum(dim=-1), index, weights, **options)
+    return replace(parts, advantages=expand_advantages(parts.final, output))
+
+
+def gdpo_advantage(
+    rewards: Mapping[str, torch.Tensor],
+    response_mask: torch.Tensor,
+    index: Any,
+    weights: Mapping[str, float] | None = None,
+    **options: Any,
+) -> torch.Tensor:
+    """GDPO advantages for a batch of responses.
+
+    Args:
+        rewards: reward name -> ``(B,)`` outcome scores or ``(B, T)`` token-level scores. A token-level
+            reward's outcome score is the sum of its scores over the response's valid tokens.
+        response_mask: ``(B, T)`` 1 on valid response tokens, 0 elsewhere.
+        index, weights: as for ``gdpo_outcome_parts``.
+        options: the keyword options of ``gdpo_outcome_parts`` (``conditions``, ``norm_by_std``,
+            ``batch_norm``, ``eps``), with its defaults.
+
+    Returns:
+        ``(B, T)`` float32 advantages, zero outside ``response_mask``.
+    """
+    return gdpo_parts(rewards, response_mask, index, weights, **options).advantages
+
+
+def output_buffer(response_mask: torch.Tensor) -> torch.Tensor:
+    """A float32 copy of ``response_mask``, checked to hold values in [0, 1]: the advantages' output buffer
+    (``expand_advantages``). A mask of 2s would double every advantage, -1 flip it, a NaN spoil all of them."""
+    output = response_mask.to(torch.float32, copy=True)
+    if output.numel():
+        low, high = (value.item() for value in torch.aminmax(output))
+        if not (low >= 0 and high <= 1):  # False for NaN too
+            raise ValueError(
+                f"response_mask must hold 1 on valid response tokens and 0 elsewhere; it has values from {low} to "
+                f"{high}. Pass verl's response_mask (or attention_mask[:, -T:]) unchanged."
+            )
+    return output
+
+
+def expand_advantages(final: torch.Tensor, output: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """The ``(B, T)`` advantages: ``output`` (a float32 copy of the response mask) times each row's value.
+
+    ``final`` holds one value per response, or, with ``rows``, one per session whose value row i takes
+    (``final[rows[i]]``). ``output`` is filled in place: one ``(B, T)`` allocation in all (multiplying by an
+    integer or bool mask directly takes a type-promotion path twice as slow).
+    """
+    per_row = final if rows is None else final[rows.to(final.device)]
+    return output.mul_(per_row.to(torch.float32).unsqueeze(-1))
+
+
+# --------------------------------------------------------------------------- the steps
+
+
+def group_ids(index: Any, batch_size: int, device: torch.device | str | None = None) -> tuple[torch.Tensor, int]:
+    """Map arbitrary group labels to contiguous ids.
+
+    Args:
+        index: ``(B,)`` group labels: verl's ``uid`` numpy object array of strings, a list, or an integer tensor.
+        batch_size: B, the number of responses the labels must cover.
+        device: where the returned ids live.
+
+    Returns:
+        ``(ids, num_groups)``: ``ids`` is a ``(B,)`` long tensor with values in ``0 .. num_groups - 1``.
+    """
+    if isinstance(index, torch.Tensor):
+        if index.dim() != 1 or index.shape[0] != batch_size:
+            raise ValueError(f"index must have shape ({batch_size},) like the batch; got {tuple(index.shape)}.")
+        if index.is_floating_point() or index.is_complex():
+            raise ValueError(f"an index tensor must hold integer group ids; got dtype {index.dtype}.")
+        uniques, ids = torch.unique(index.to(device), return_inverse=True)
+        return ids, int(uniques.numel())
+
+    labels = np.asarray(index)
+    if labels.ndim != 1 or labels.shape[0] != batch_size:
+        raise ValueError(f"index must have shape ({batch_size},) like the batch; got {labels.shape}.")
+    try:
+        uniques, ids = np.unique(labels, return_inverse=True)
+    except TypeError as exc:
+        raise ValueError(
+            "index labels must be mutually comparable (for example all strings, as verl's uid); "
+            f"got a mix of types: {sorted({type(v).__name__ for v in labels.tolist()})}."
+        ) from exc
+    return torch.as_tensor(ids.reshape(-1), dtype=torch.long, device=device), len(uniques)
+
+
+def group_normalize(
+    values: torch.Tensor,
+    group: torch.Tensor,
+    num_groups: int,
+    *,
+    norm_by_std: bool = True,
+    eps: float = DEFAULT_EPS,
+    ddof: int = 1,
+) -> torch.Tensor:
+    """Step 1: normalize each column of ``values`` within its group, in float64.
+
+    Args:
+        values: ``(B, K)`` one outcome score per response and reward.
+        group: ``(B,)`` long group ids in ``0 .. num_groups - 1``.
+        num_groups: G.
+        norm_by_std: divide by ``std + eps``; if False only subtract the group mean (GRPO w/o std).
+        eps: added to the std.
+        ddof: 1 for the unbiased std (verl, the estimator), 0 for the population std.
+
+    Returns:
+        ``(B, K)`` float64. A group whose values are all equal, including a group of one, gives exactly 0.
+    """
+    x = values.to(torch.float64)
+    num_rewards = x.shape[1]
+    counts = torch.bincount(group, minlength=num_groups).to(torch.float64).unsqueeze(1)
+    mean = torch.zeros(num_groups, num_rewards, dtype=torch.float64, device=x.device).index_add_(0, group, x) / counts
+    deviation = x - mean[group]
+    if norm_by_std:
+        squares = torch.zeros_like(mean).index_add_(0, group, deviation * deviation)
+        std = (squares / (counts - ddof).clamp(min=1)).sqrt()
+        z = deviation / (std[group] + eps)
+    else:
+        z = deviation
+    # Deciding "constant group" from max == min, not from the std, keeps round-off in the mean
+    # (0.1 + 0.1 + 0.1 != 0.3) from turning into a small non-zero advantage.
+    varies = group_varies(x, group, num_groups)[group]
+    return torch.where(varies, z, torch.zeros((), dtype=z.dtype, device=z.device))
+
+
+def group_varies(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """``(G, K)`` bool: True where column k of ``values`` ``(B, K)`` takes more than one value in group g."""
+    rows = group.unsqueeze(1).expand_as(values)
+    shape = (num_groups, values.shape[1])
+    group_max = values.new_full(shape, -math.inf).scatter_reduce_(0, rows, values, "amax")
+    group_min = values.new_full(shape, math.inf).scatter_reduce_(0, rows, values, "amin")
+    return group_max > group_min
+
+
+def batch_normalize(
+    advantages: torch.Tensor, valid_tokens: torch.Tensor, mode: str = DEFAULT_BATCH_NORM, eps: float = DEFAULT_EPS
+) -> tuple[torch.Tensor, float, float]:
+    """Step 3: normalize the summed advantage over the whole batch.
+
+    Args:
+        advantages: ``(B,)`` float64, one value per response.
+        valid_tokens: ``(B,)`` float64, the number of valid response tokens of each response.
+        mode: ``"token"`` — verl's ``masked_whiten``: every valid token counts once, unbiased variance,
+            ``(A - mean) * rsqrt(var + 1e-8)``. ``"sequence"`` — the paper's Eq. 6: every response with a
+            valid token counts once, ``(A - mean) / (std + eps)`` with the unbiased std. ``"none"`` — unchanged.
+        eps: added to the std in ``"sequence"`` mode.
+
+    Returns:
+        ``(normalized (B,) float64, mean, scale)`` with ``normalized = (advantages - mean) / scale``.
+    """
+    if mode == "none":
+        return advantages, 0.0, 1.0
+    if mode == "token":
+        weight, unit = valid_tokens, "valid response tokens"
+    elif mode == "sequence":
+        weight, unit = (valid_tokens > 0).to(torch.float64), "responses with a valid token"
+    else:
+        raise ValueError(f"batch_norm must be one of {BATCH_NORMS}; got {mode!r}.")
+    total = weight.sum()
+    count = total.item()
+    if count < 2:
+        raise ValueError(
+            f"batch_norm={mode!r} needs at least 2 {unit} in the batch to estimate a variance; got {int(count)}. "
+            "Check the response_mask, or use batch_norm='none'."
+        )
+    mean = (weight * advantages).sum() / total
+    centered = advantages - mean
+    var = (weight * centered * centered).sum() / (total - 1)
+    if mode == "token":
+        inverse_scale = torch.rsqrt(var + WHITEN_VAR_EPS)
+        return centered * inverse_scale, mean.item(), 1.0 / inverse_scale.item()
+    scale = var.sqrt() + eps
+    return centered / scale, mean.item(), scale.item()
+
+
+# --------------------------------------------------------------------------- inputs and options
+
+
+def outcome_scores(
+    rewards: Mapping[str, torch.Tensor], names: Sequence[str], response_mask: torch.Tensor
+) -> torch.Tensor:
+    """``(B, K)`` float64 outcome scores, one column per name.
+
+    A ``(B, T)`` reward is summed over valid tokens in its own dtype (a float64 accumulator over a
+    float32 tensor is three times slower on CPU; torch's float32 sum is already cascaded).
+    """
+    columns = []
+    for name in names:
+        reward = rewards[name].to(response_mask.device)
+        if reward.dim() == 2:
+            reward = (reward * response_mask).sum(dim=-1)
+        columns.append(reward.to(torch.float64))
+    return torch.stack(columns, dim=1)
+
+
+def _outcome_inputs(scores: Mapping[str, Any], valid_tokens: Any) -> tuple[tuple[str, ...], torch.Tensor, torch.Tensor]:
+    """(names, ``(B, K)`` float64 scores, ``(B,)`` float64 valid tokens); raises on bad shapes or non-finite scores."""
+    names = tuple(scores)
+    if not names:
+        raise ValueError("scores must name at least one reward.")
+    valid_tokens = torch.as_tensor(valid_tokens, dtype=torch.float64)
+    columns = [torch.as_tensor(scores[name], dtype=torch.float64).reshape(-1) for name in names]
+    if valid_tokens.dim() != 1 or any(column.shape != valid_tokens.shape for column in columns):
+        raise ValueError(
+            f"scores and valid_tokens must all have shape ({valid_tokens.shape[0]},); got "
+            f"{[tuple(column.shape) for column in columns]} and {tuple(valid_tokens.shape)}."
+        )
+    stacked = torch.stack(columns, dim=1).to(valid_tokens.device)
+    bad = (~torch.isfinite(stacked)).sum(dim=0).tolist()
+    if any(bad):
+        listed = ", ".join(f"{name!r}: {count}" for name, count in zip(names, bad, strict=True) if count)
+        raise ValueError(
+            f"non-finite reward values (NaN or Inf) in {listed} of {stacked.shape[0]} responses. "
+            "Fix the reward function so that it returns a finite number for every response."
+        )
+    return names, stacked, valid_tokens
+
+
+def _check_rewards(rewards: Mapping[str, torch.Tensor], response_mask: torch.Tensor) -> list[str]:
+    if not isinstance(response_mask, torch.Tensor) or response_mask.dim() != 2:
+        shape = tuple(response_mask.shape) if isinstance(response_mask, torch.Tensor) else type(response_mask).__name__
+        raise ValueError(f"response_mask must be a (B, T) tensor; got {shape}.")
+    if not isinstance(rewards, Mapping) or not rewards:
+        raise ValueError("rewards must be a non-empty mapping of reward name -> tensor; got none.")
+    batch_size, length = response_mask.shape
+    for name, reward in rewards.items():
+        if not isinstance(reward, torch.Tensor):
+            raise ValueError(f"reward {name!r} must be a torch.Tensor; got {type(reward).__name__}.")
+        if tuple(reward.shape) not in ((batch_size,), (batch_size, length)):
+            raise ValueError(
+                f"reward {name!r} has shape {tuple(reward.shape)}; expected ({batch_size},) outcome scores or "
+                f"({batch_size}, {length}) token-level scores, like response_mask {tuple(response_mask.shape)}."
+            )
+    return list(rewards)
+
+
+def check_options(batch_norm: str, eps: float) -> None:
+    """Raise ValueError unless ``batch_norm`` is one of BATCH_NORMS and ``eps`` a number in [0, 1]."""
+    if batch_norm not in BATCH_NORMS:
+        raise ValueError(f"batch_norm must be one of {BATCH_NORMS}; got {batch_norm!r}.")
+    if finite_number(eps, "eps", minimum=0) > 1:
+        raise ValueError(
+            f"eps must be at most 1; got {eps!r}. It is added to every std, so a large eps shrinks every advantage "
+            "towards 0 (training on nothing). Typical values: 1e-6 (the default), 1e-4 (TRL)."
+        )
+
+
+def _check_finite(final: torch.Tensor) -> None:
+    if not bool(torch.isfinite(final).all()):
+        raise ValueError(
+            "GDPO advantages came out NaN or infinite: a reward or weight is too large for float64 arithmetic "
+            "(near 1e308). Rescale the reward, or the weights (only their ratios matter after the batch step)."
+        )
+
+
+def weight_vector_for(names: Sequence[str], weights: Mapping[str, float] | None) -> torch.Tensor:
+    """``(K,)`` float64 weights in the order of ``names``; raises ValueError on unknown, missing or bad weights."""
+    if weights is None:
+        return torch.ones(len(names), dtype=torch.float64)
+    if not isinstance(weights, Mapping):
+        raise ValueError(f"weights must be a mapping of reward name -> float, or None; got {type(weights).__name__}.")
+    unknown = [name for name in weights if name not in names]
+    missing = [name for name in names if name not in weights]
+    if unknown or missing:
+        raise ValueError(
+            f"weights must name exactly the rewards {list(names)}; "
+            f"unknown: {unknown or 'none'}, missing: {missing or 'none'}."
+        )
+    values = [finite_number(weights[name], f"weight of reward {name!r}") for name in names]
+    if not any(values):
+        raise ValueError(f"every weight is 0 ({dict(weights)}): GDPO would train on nothing. Give a reward a non-zero weight.")
+    return torch.tensor(values, dtype=torch.float64)

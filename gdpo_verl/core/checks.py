@@ -1,0 +1,45 @@
+"""Checks of single values from configs and reward functions: one wording for every such error."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+
+def finite_number(value: Any, what: str, *, minimum: float | None = None, above: float | None = None) -> float:
+    """``value`` as a float: a real, finite number (a bool is not one), at least ``minimum``, above ``above``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number; got {value!r}.")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{what} must be at least {minimum:g}; got {value!r}.")
+    if above is not None and value <= above:
+        raise ValueError(f"{what} must be above {above:g}; got {value!r}.")
+    return float(value)
+
+
+def whole_number(value: Any, what: str, *, minimum: int) -> int:
+    """``value`` as an int: an integer (a bool is not one) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{what} must be a whole number of at least {minimum}; got {value!r}.")
+    return int(value)
+
+
+def boolean(value: Any, what: str) -> bool:
+    """``value`` when it is True or False (a string such as "false" is refused, not read as true)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} must be true or false; got {value!r}.")
+    return value
+
+
+def is_number(value: Any) -> bool:
+    """True for a real number as a reward function may return it: bools and numpy scalars included (True
+    counts as 1), NaN and Inf too (``is_reward_value`` leaves those out)."""
+    return isinstance(value, (numbers.Real, np.bool_))
+
+
+def is_reward_value(value: Any) -> bool:
+    """True for a usable score: a finite real number (``is_number`` and finite)."""
+    return is_number(value) and math.isfinite(value)

@@ -1,0 +1,163 @@
+"""Per-batch diagnostics of a GDPO computation: what each reward contributed and what collapsed.
+
+Everything is read from ``GdpoParts``, the values the estimator already computed; nothing is normalized
+again. All work is on ``(B,)`` and ``(B, K)`` tensors, never ``(B, T)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+import torch
+
+from gdpo_verl.core.advantage import GdpoParts, group_ids, group_varies
+
+# Every metric's name, here only. Per reward: gdpo/<reward>/<field>.
+PREFIX = "gdpo/"
+MEAN, RAW_MEAN, ZERO_VAR, CONTRIBUTION = "mean", "raw_mean", "zero_var_group_frac", "adv_contribution_std"
+CANCELLED = PREFIX + "cancelled_group_frac"
+SIGN_CONFLICT = PREFIX + "sign_conflict_frac"
+DISTINCT = PREFIX + "distinct_adv_per_group"
+GRPO_DISTINCT = PREFIX + "grpo_distinct_adv_per_group"
+COLLAPSED = PREFIX + "collapsed_group_frac"
+GRPO_COLLAPSED = PREFIX + "grpo_collapsed_group_frac"
+
+# Advantages are compared after rounding to this many decimals (z-scores are of order 1).
+DISTINCT_DECIMALS = 6
+
+# A group counts as cancelled when its summed advantage is below this fraction of its largest term.
+CANCEL_RTOL = 1e-9
+
+
+def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
+    """Metrics logged under ``gdpo/`` every step.
+
+    Only responses with at least one valid token count (verl pads V1 batches with empty responses).
+
+    Returns:
+        ``gdpo/<reward>/mean``: mean of the reward's outcome score (after its condition, if it has one), and
+        ``gdpo/<reward>/raw_mean`` the mean before, for a conditioned reward.
+        ``gdpo/<reward>/zero_var_group_frac``: fraction of groups where that reward is constant.
+        ``gdpo/<reward>/adv_contribution_std``: std over responses of ``w_k * A_k`` scaled like the final
+        advantage (divided by the batch-normalization scale), i.e. how much the reward moves the advantage.
+        ``gdpo/cancelled_group_frac``: fraction of groups where some reward varies but the weighted sum of
+        the normalized rewards is zero for every response (GDPO gives the group no signal).
+        ``gdpo/sign_conflict_frac``: fraction of responses where one reward's normalized advantage is
+        positive and another's negative (the rewards pull that response in opposite directions).
+        ``gdpo/distinct_adv_per_group``: distinct advantage values per group under GDPO, and
+        ``gdpo/grpo_distinct_adv_per_group`` under GRPO on the weighted summed reward, same batch.
+        ``gdpo/collapsed_group_frac``: fraction of groups where two responses with different reward vectors
+        get the same GDPO advantage, and ``gdpo/grpo_collapsed_group_frac`` the same under GRPO on the
+        weighted summed reward (the paper's advantage collapse, counted in the batch).
+    """
+    keep = parts.valid_tokens > 0
+    if not bool(keep.all()):
+        parts = _select(parts, keep)
+    if parts.scores.shape[0] == 0:
+        return {}
+    group, num_groups = parts.group, parts.num_groups
+    contributions = parts.normalized * parts.weights
+
+    metrics: dict[str, float] = {}
+    means = parts.scores.mean(dim=0).tolist()
+    raw_means = parts.raw_scores.mean(dim=0).tolist()
+    conditioned = {condition.reward for condition in parts.conditions}
+    varies = group_varies(parts.scores, group, num_groups)
+    zero_var = (~varies).to(torch.float64).mean(dim=0).tolist()
+    contribution_std = (contributions / parts.batch_scale).std(dim=0, unbiased=False).tolist()
+    for k, name in enumerate(parts.names):
+        metrics[reward_metric(name, MEAN)] = means[k]
+        if name in conditioned:
+            metrics[reward_metric(name, RAW_MEAN)] = raw_means[k]
+        metrics[reward_metric(name, ZERO_VAR)] = zero_var[k]
+        metrics[reward_metric(name, CONTRIBUTION)] = contribution_std[k]
+
+    any_varies = varies.any(dim=1)
+    largest_term = _group_abs_max(contributions.abs().amax(dim=1), group, num_groups)
+    largest_sum = _group_abs_max(parts.summed, group, num_groups)
+    cancelled = any_varies & (largest_sum <= CANCEL_RTOL * largest_term)
+    metrics[CANCELLED] = cancelled.to(torch.float64).mean().item()
+    conflict = (parts.normalized > 0).any(dim=1) & (parts.normalized < 0).any(dim=1)
+    metrics[SIGN_CONFLICT] = conflict.to(torch.float64).mean().item()
+
+    # Within a group GRPO's advantage is an increasing affine map of the summed reward (or 0 for all when
+    # the sum is constant), so it has exactly as many distinct values as the summed reward itself.
+    combinations = distinct_counts(_row_ids(parts.scores).to(torch.float64), group, num_groups)
+    for distinct, collapsed, values in (
+        (DISTINCT, COLLAPSED, parts.summed),
+        (GRPO_DISTINCT, GRPO_COLLAPSED, parts.scores @ parts.weights),
+    ):
+        counts = distinct_counts(values, group, num_groups)
+        metrics[distinct] = counts.sum().item() / num_groups
+        metrics[collapsed] = (counts < combinations).to(torch.float64).mean().item()
+    return metrics
+
+
+def reward_metric(reward: str, field: str) -> str:
+    """``gdpo/<reward>/<field>``."""
+    return f"{PREFIX}{reward}/{field}"
+
+
+def reward_names(metric_names: Iterable[str]) -> list[str]:
+    """The rewards that have a ``gdpo/<reward>/mean`` among ``metric_names``, sorted."""
+    return sorted({name.split("/")[1] for name in metric_names
+                   if name.startswith(PREFIX) and name.count("/") == 2 and name.endswith("/" + MEAN)})
+
+
+def reward_means(metrics: Mapping[str, float]) -> dict[str, float]:
+    """``{reward: gdpo/<reward>/mean}`` of a step's metrics."""
+    return {name: metrics[reward_metric(name, MEAN)] for name in reward_names(metrics)}
+
+
+def distinct_per_group(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> float:
+    """Mean over groups of the number of distinct ``values`` ``(B,)`` (rounded) inside each group."""
+    return distinct_counts(values, group, num_groups).sum().item() / num_groups
+
+
+def distinct_counts(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """``(num_groups,)`` long: the number of distinct ``values`` ``(B,)`` (rounded) in each group."""
+    rounded = torch.round(values * 10**DISTINCT_DECIMALS)
+    low, high = rounded.min().item(), rounded.max().item()
+    span = int(high - low + 1)
+    if span * num_groups < 2**62:
+        # One int64 key per (group, value), then a flat unique (torch.unique(dim=...) is ~50x slower).
+        keys = group * span + (rounded - low).to(torch.int64)
+    else:  # values too spread out to pack next to the group id: pack the group with the value's rank
+        span = values.shape[0]
+        keys = group * span + torch.unique(rounded, return_inverse=True)[1]
+    return torch.bincount(torch.unique(keys) // span, minlength=num_groups)
+
+
+def _row_ids(values: torch.Tensor) -> torch.Tensor:
+    """``(B,)`` ids equal exactly where the rows of ``values`` ``(B, K)`` are equal.
+
+    Column by column, renumbered after each so ids stay below B (``torch.unique(dim=0)`` is ~10x slower).
+    """
+    ids = torch.zeros(values.shape[0], dtype=torch.long, device=values.device)
+    for column in values.T:
+        column_ids = torch.unique(column, return_inverse=True)[1]
+        ids = torch.unique(ids * (int(column_ids.max()) + 1) + column_ids, return_inverse=True)[1]
+    return ids
+
+
+def _group_abs_max(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
+    return values.new_zeros(num_groups).scatter_reduce_(0, group, values.abs(), "amax")
+
+
+def _select(parts: GdpoParts, keep: torch.Tensor) -> GdpoParts:
+    """The responses in ``keep``; ``advantages`` ``(B, T)`` is left whole (metrics never read it)."""
+    group, num_groups = group_ids(parts.group[keep], int(keep.sum()), parts.group.device)
+    return replace(
+        parts,
+        raw_scores=parts.raw_scores[keep],
+        scores=parts.scores[keep],
+        normalized=parts.normalized[keep],
+        summed=parts.summed[keep],
+        final=parts.final[keep],
+        group=group,
+        num_groups=num_groups,
+        valid_tokens=parts.valid_tokens[keep],
+    )
+
+

@@ -1,0 +1,48 @@
+"""Reading JSON Lines files (records, rollouts, generations, data), with errors that name the line, and the
+data scripts' input files (JSON Lines, JSON or parquet)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def read_jsonl(path: str | Path) -> list[tuple[int, Any]]:
+    """``(line number, value)`` for every non-blank line; ValueError naming the file and line otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file.")
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg}).") from exc
+    return rows
+
+
+def read_rows(path: str | Path) -> list[Any]:
+    """The rows of a ``.jsonl``, ``.json`` (a list, or ``{"data": [...]}`` / ``{"rows": [...]}``) or ``.parquet``
+    file (pandas, imported here only); ValueError naming the file and what is wrong."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file.")
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        return pd.read_parquet(path).to_dict("records")
+    if path.suffix == ".jsonl":
+        return [row for _, row in read_jsonl(path)]
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not valid JSON ({exc.msg}).") from exc
+        rows = data.get("data", data.get("rows")) if isinstance(data, dict) else data
+        if not isinstance(rows, list):
+            raise ValueError(f"{path}: expected a list of rows (or {{\"data\": [...]}}).")
+        return rows
+    raise ValueError(f"{path}: expected a .json, .jsonl or .parquet file.")

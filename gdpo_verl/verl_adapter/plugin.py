@@ -1,0 +1,79 @@
+"""The entry point verl loads at ``import verl`` (group ``verl.plugins``): registers GDPO as "gdpo"
+and installs the trainer hooks of ``gdpo_verl.verl_adapter.trainer_hooks``.
+
+verl 0.9.1 ships a built-in "gdpo" and refuses a second ``register_adv_est("gdpo")``, so the registry
+entry is replaced directly. verl logs a failing plugin at DEBUG and carries on with its built-in; to keep
+that from happening silently, a failure here is logged at ERROR and leaves a "gdpo" entry that raises the
+reason at the first GDPO step.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from importlib.metadata import version
+from typing import Any
+
+from packaging.version import Version
+
+from gdpo_verl.verl_adapter import SUPPORTED_VERL
+
+ESTIMATOR_NAME = "gdpo"
+
+logger = logging.getLogger("gdpo_verl")
+
+
+def installed_verl_version() -> str:
+    return version("verl")
+
+
+def register() -> None:
+    """Make ``core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"]`` this package's estimator. Idempotent."""
+    from verl.trainer.ppo import core_algos
+
+    # Looked up through the module every time: verl's own tests rebind the dict.
+    registry = core_algos.ADV_ESTIMATOR_REGISTRY
+    try:
+        installed = installed_verl_version()
+        if Version(installed) not in SUPPORTED_VERL:
+            raise RuntimeError(
+                f"verl {installed} is installed but gdpo-verl supports verl{SUPPORTED_VERL}; "
+                f"install a supported verl (pip install 'verl{SUPPORTED_VERL}') or a gdpo-verl release made for it"
+            )
+        from gdpo_verl.verl_adapter.estimator import compute_gdpo_advantage
+        from gdpo_verl.verl_adapter.trainer_hooks import install
+
+        install()
+    except Exception as exc:
+        registry[ESTIMATOR_NAME] = _refusing_estimator(exc)
+        raise
+
+    previous = registry.get(ESTIMATOR_NAME)
+    if previous is compute_gdpo_advantage:
+        return
+    registry[ESTIMATOR_NAME] = compute_gdpo_advantage
+    if previous is not None:
+        logger.info(
+            "gdpo-verl: replaced the %r advantage estimator %s.%s with gdpo_verl's",
+            ESTIMATOR_NAME,
+            previous.__module__,
+            previous.__qualname__,
+        )
+
+
+def _refusing_estimator(reason: BaseException) -> Callable[..., Any]:
+    def compute_gdpo_unavailable(**kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"algorithm.adv_estimator=gdpo: gdpo-verl failed to register its estimator ({reason!r}), "
+            "so no GDPO advantage is computed. Fix the cause above; `python -c 'import gdpo_verl.verl_adapter.plugin'` "
+            "shows it in full."
+        ) from reason
+
+    return compute_gdpo_unavailable
+
+
+try:
+    register()
+except Exception as _exc:
+    logger.error("gdpo-verl: could not register the 'gdpo' advantage estimator: %r", _exc)
+    raise

@@ -1,0 +1,102 @@
+"""The reward manager registered in verl as "gdpo_verl" (``reward.reward_manager.name=gdpo_verl``).
+
+It behaves like verl's "naive" reward manager (it runs ``compute_score`` on the decoded last output of a
+sample and stores every key of a returned dict in ``reward_extra_info``), and adds three things:
+
+- ``extra_info["response_length"]``: the number of valid response tokens, so that ``compute_score`` can
+  use the true token count (verl's managers pass only the decoded text). ``extra_info`` is copied per
+  response first: verl shares one dict between the rollouts of a prompt.
+- per-token components (``token_level_scores_<key>`` lists in the returned dict) are padded with zeros
+  to ``data.max_response_length``: verl's legacy trainer stacks each ``reward_extra_info`` key into one
+  numpy array, which needs equal lengths.
+- ``reward_extra_info["gdpo_signature"]``: one float per response that is equal for two responses exactly
+  when all their ``algorithm.gdpo_reward_keys`` components are equal (up to a 2**-48 chance of collision).
+  With ``algorithm.filter_groups.metric=gdpo_signature`` verl's dynamic sampling keeps a group when any
+  component varies in it, which is when GDPO can give it a signal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from verl import DataProto
+from verl.experimental.reward_loop.reward_manager import register
+from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+
+from gdpo_verl.core.checks import is_reward_value
+from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX, reward_fields
+from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY
+
+
+def reward_signature(components: Sequence[float]) -> float:
+    """A float in ``[0, 2**48)`` determined by the component values; distinct values give distinct floats
+    except with probability 2**-48. Exact integers are kept below 2**53, so the float is exact."""
+    packed = struct.pack(f"<{len(components)}d", *(float(value) + 0.0 for value in components))
+    return float(int.from_bytes(hashlib.blake2b(packed, digest_size=6).digest(), "big"))
+
+
+def signature_components(info: Mapping[str, Any], keys: Sequence[str]) -> list[float]:
+    """The outcome value of each key in ``info`` (a token-level list is summed); raises naming what is wrong."""
+    values = []
+    for key in keys:
+        token_level_key, _ = reward_fields(key)
+        found = next((name for name in reward_fields(key) if name in info), None)
+        if found == token_level_key:
+            value = float(np.sum(np.asarray(info[found], dtype=np.float64)))
+        elif found is not None:
+            value = info[found]
+        else:
+            raise ValueError(
+                f"compute_score returned no {key!r} (it returned {sorted(info)}), but algorithm.gdpo_reward_keys "
+                f"lists it. Return it from compute_score, or fix algorithm.gdpo_reward_keys."
+            )
+        if not is_reward_value(value):
+            raise ValueError(f"compute_score returned {key}={value!r}; GDPO needs a finite number.")
+        values.append(float(value))
+    return values
+
+
+@register(REWARD_MANAGER_NAME)
+class GdpoRewardManager(NaiveRewardManager):
+    """verl's naive reward manager plus the true response length and the GDPO signature."""
+
+    def __init__(self, config, tokenizer, compute_score, reward_router_address=None, reward_model_tokenizer=None):
+        super().__init__(config, tokenizer, compute_score, reward_router_address, reward_model_tokenizer)
+        keys = config.algorithm.get("gdpo_reward_keys", None)
+        self.signature_keys = tuple(keys) if keys else ()
+        self.max_response_length = config.get("data", {}).get("max_response_length", None)
+
+    async def run_single(self, data: DataProto) -> dict:
+        data = data[-1:]  # like verl's managers: the last output of a multi-output sample is scored
+        item = data[0]
+        response_width = item.batch["responses"].shape[-1]
+        response_length = int(item.batch["attention_mask"][-response_width:].sum())
+        extra_info = dict(item.non_tensor_batch.get("extra_info", None) or {})
+        extra_info["response_length"] = response_length
+        data.non_tensor_batch["extra_info"] = np.array([extra_info], dtype=object)
+
+        result = await super().run_single(data)
+        info = result["reward_extra_info"]
+        for key in [key for key in info if key.startswith(TOKEN_LEVEL_PREFIX)]:
+            info[key] = pad_token_scores(key, info[key], response_length, self.max_response_length)
+        if self.signature_keys:
+            info[SIGNATURE_KEY] = reward_signature(signature_components(info, self.signature_keys))
+        return result
+
+
+def pad_token_scores(key: str, scores: Any, response_length: int, width: int | None) -> list[float]:
+    """A per-token score list as plain floats, zero-padded to ``width`` (when given)."""
+    values = [float(value) for value in np.asarray(scores, dtype=np.float64).reshape(-1)]
+    if len(values) < response_length:
+        raise ValueError(
+            f"compute_score returned {len(values)} values for {key!r} but the response has {response_length} "
+            "tokens; give one value per response token."
+        )
+    if width is not None and len(values) < width:
+        values.extend([0.0] * (width - len(values)))
+    return values

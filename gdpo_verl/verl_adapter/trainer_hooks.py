@@ -1,0 +1,143 @@
+"""Where gdpo-verl hooks into verl's trainers. Installed by the plugin, after its verl version check.
+
+verl 0.9.1 has no extension point for these, so verl functions are wrapped (never replaced: each wrapper
+calls verl's own code) when their modules are first imported (``import_hooks``):
+
+- ``verl.utils.config.validate_config`` (called by ``main_ppo`` before Ray starts): also runs
+  ``check_config``, so GDPO configuration errors surface before any GPU is allocated.
+- V1 trainer (verl's default), ``PPOTrainer._compute_advantage``: verl fetches only uid, masks, ``rm_scores``
+  and log-probs from TransferQueue there. For "gdpo" the wrapper also fetches each sample's reward components
+  and runs verl's own stage inside a ``Step`` (settings, global step, components), then logs the step's
+  ``gdpo/`` metrics from it.
+- Legacy trainer (``trainer.use_v1=False``): ``RayPPOTrainer.fit`` makes the running trainer known (for its
+  global step); ``ray_trainer.compute_advantage`` runs inside a ``Step`` and puts its metrics on the batch's
+  ``meta_info``, from where the ``compute_data_metrics`` wrapper logs them.
+- ``verl.experimental.reward_loop.reward_manager``: registers the "gdpo_verl" reward manager.
+
+Under another estimator with ``algorithm.gdpo_reward_keys`` set, both trainers run the same steps to log the
+``gdpo/`` metrics of what GDPO would compute (``estimator.observe``), leaving that estimator's advantages alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from types import ModuleType
+from typing import Any
+
+from gdpo_verl.verl_adapter.estimator import Step, current_step, observe, running
+from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
+from gdpo_verl.verl_adapter.settings import check_config, observes, settings_from_config
+from gdpo_verl.verl_adapter.transfer_queue import fetch_groups, fetch_step_inputs
+
+# The legacy trainer hands the step's gdpo/ metrics from compute_advantage to compute_data_metrics on the batch.
+METRICS_KEY = "gdpo_verl_metrics"
+
+# The legacy trainer whose fit() is running in this thread (its global_steps numbers the step's records).
+_LEGACY_TRAINER: ContextVar[Any] = ContextVar("gdpo_verl_legacy_trainer", default=None)
+
+
+def install() -> None:
+    """Wrap verl's functions now or when their modules are imported. Idempotent."""
+    after_import("verl.utils.config", _wrap_validate_config)
+    after_import("verl.trainer.ppo.v1.trainer_base", _wrap_v1_trainer)
+    after_import("verl.trainer.ppo.ray_trainer", _wrap_legacy_trainer)
+    after_import("verl.experimental.reward_loop.reward_manager", _register_reward_manager)
+
+
+def _wrap_validate_config(module: ModuleType) -> None:
+    def wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def validate_config(config: Any, *args: Any, **kwargs: Any) -> Any:
+            check_config(config)
+            return original(config, *args, **kwargs)
+
+        return validate_config
+
+    wrap_attribute(module, "validate_config", wrapper)
+
+
+def _wrap_v1_trainer(module: ModuleType) -> None:
+    def wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def _compute_advantage(self: Any, batch: Any, metrics: dict) -> Any:
+            algorithm = self.config.algorithm
+            observing = observes(algorithm)
+            if algorithm.adv_estimator != "gdpo" and not observing:
+                return original(self, batch, metrics)
+            settings = settings_from_config(algorithm, training=not observing)
+            inputs = fetch_step_inputs(batch.keys, batch.partition_id, settings.reward_keys)
+            with running(Step(settings, getattr(self, "global_steps", None), inputs)) as step:
+                result = original(self, batch, metrics)
+                if observing:
+                    observe(step, *fetch_groups(batch.keys, batch.partition_id), None)
+            metrics.update(step.metrics)
+            return result
+
+        return _compute_advantage
+
+    wrap_attribute(module.PPOTrainer, "_compute_advantage", wrapper)
+
+
+def _wrap_legacy_trainer(module: ModuleType) -> None:
+    def fit_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with legacy_trainer_running(self):
+                return original(self, *args, **kwargs)
+
+        return fit
+
+    def advantage_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+
+        @functools.wraps(original)
+        def compute_advantage(*args: Any, **kwargs: Any) -> Any:
+            if current_step() is not None:  # inside the V1 stage, which runs its own step
+                return original(*args, **kwargs)
+            arguments = signature.bind(*args, **kwargs).arguments
+            config, estimator = arguments.get("config"), arguments.get("adv_estimator")
+            observing = config is not None and observes(config)
+            if estimator != "gdpo" and not observing:
+                return original(*args, **kwargs)
+            settings = settings_from_config(config, training=not observing)
+            trainer = _LEGACY_TRAINER.get()
+            with running(Step(settings, getattr(trainer, "global_steps", None))) as step:
+                data = original(*args, **kwargs)
+            if observing:
+                observe(step, data.batch["response_mask"], data.non_tensor_batch["uid"], data.non_tensor_batch)
+            data.meta_info[METRICS_KEY] = step.metrics
+            return data
+
+        return compute_advantage
+
+    def data_metrics_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def compute_data_metrics(batch: Any, *args: Any, **kwargs: Any) -> dict:
+            metrics = original(batch, *args, **kwargs)
+            metrics.update(batch.meta_info.pop(METRICS_KEY, {}))
+            return metrics
+
+        return compute_data_metrics
+
+    wrap_attribute(module.RayPPOTrainer, "fit", fit_wrapper)
+    wrap_attribute(module, "compute_advantage", advantage_wrapper)
+    wrap_attribute(module, "compute_data_metrics", data_metrics_wrapper)
+
+
+@contextmanager
+def legacy_trainer_running(trainer: Any) -> Iterator[None]:
+    """Inside the block, legacy advantage steps belong to ``trainer`` (its ``global_steps`` numbers their records)."""
+    token = _LEGACY_TRAINER.set(trainer)
+    try:
+        yield
+    finally:
+        _LEGACY_TRAINER.reset(token)
+
+
+def _register_reward_manager(module: ModuleType) -> None:
+    importlib.import_module("gdpo_verl.verl_adapter.reward_manager")

@@ -1,0 +1,91 @@
+"""Reading what the V1 advantage stage needs from TransferQueue, where verl's V1 trainer keeps its samples.
+
+verl's own ``_compute_advantage`` fetches uid, masks, ``rm_scores`` and log-probs only; the reward components
+live per sample in ``extra_fields["reward_extra_info"]`` (agent-loop reward) or as top-level fields (a
+colocated reward model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from gdpo_verl.verl_adapter.estimator import StepInputs, reward_fields
+
+
+def fetch_step_inputs(keys: Sequence[str], partition_id: str, reward_keys: Sequence[str]) -> StepInputs:
+    """Each sample's GDPO reward components from TransferQueue, in the order of ``keys``."""
+    import transfer_queue as tq
+
+    names = [name for key in reward_keys for name in reward_fields(key)]
+    data = tq.kv_batch_get(keys=list(keys), partition_id=partition_id, select_fields=["extra_fields", *names])
+    return step_inputs_from_fields(keys, {name: data[name] for name in data.keys()}, reward_keys)
+
+
+def fetch_groups(keys: Sequence[str], partition_id: str) -> tuple[torch.Tensor, np.ndarray]:
+    """``(response_mask (B, T), uid (B,))`` of the samples, as verl's V1 advantage stage reads them."""
+    import transfer_queue as tq
+
+    data = tq.kv_batch_get(keys=list(keys), partition_id=partition_id, select_fields=["uid", "response_mask"])
+    padded = data.to_padded_tensor()
+    return padded["response_mask"], _object_array(list(padded["uid"]))
+
+
+def step_inputs_from_fields(keys: Sequence[str], fields: Mapping[str, Any], reward_keys: Sequence[str]) -> StepInputs:
+    """Build ``StepInputs`` from the fields TransferQueue returned (fields it does not hold are absent).
+
+    Top-level fields (a colocated reward model writes ``reward_extra_info`` keys there) take precedence
+    over the agent loop's ``extra_fields["reward_extra_info"]``.
+    """
+    tensors: dict[str, torch.Tensor] = {}
+    components: dict[str, np.ndarray] = {}
+    for name, value in fields.items():
+        if name == "extra_fields":
+            continue
+        if isinstance(value, torch.Tensor) and value.is_nested:
+            tensors[name] = value.to_padded_tensor(0.0)
+        elif isinstance(value, torch.Tensor) and value.dim() == 1:
+            components[name] = value.cpu().numpy()
+        elif isinstance(value, torch.Tensor):
+            tensors[name] = value
+        else:
+            components[name] = _object_array([getattr(item, "data", item) for item in value])
+
+    infos = [_reward_extra_info(item) for item in fields.get("extra_fields", [None] * len(keys))]
+    absent = []
+    for key in reward_keys:
+        for name in reward_fields(key):
+            if name in components or name in tensors:
+                break
+            present = [name in info for info in infos]
+            if all(present):
+                components[name] = _object_array([info[name] for info in infos])
+                break
+            if any(present):
+                missing = [sample for sample, here in zip(keys, present, strict=True) if not here]
+                raise ValueError(
+                    f"reward component {name!r} is missing from reward_extra_info of {len(missing)} of {len(keys)} "
+                    f"samples (first: {missing[0]!r}). compute_score must return the same keys for every response."
+                )
+        else:
+            absent.append(key)
+    if absent and infos:
+        # Only for the estimator's error message: the keys every sample does carry.
+        for name in set.intersection(*(set(info) for info in infos)):
+            components.setdefault(name, _object_array([info[name] for info in infos]))
+    return StepInputs(keys=list(keys), components=components, tensors=tensors)
+
+
+def _reward_extra_info(extra_fields: Any) -> Mapping[str, Any]:
+    extra_fields = getattr(extra_fields, "data", extra_fields)
+    info = extra_fields.get("reward_extra_info", None) if isinstance(extra_fields, Mapping) else None
+    return info if isinstance(info, Mapping) else {}
+
+
+def _object_array(values: list) -> np.ndarray:
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array

@@ -1,0 +1,250 @@
+"""Every recipe composes with DRY_RUN=1 through verl's real main_ppo (prints the config, runs nothing)."""
+
+import functools
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from gdpo_verl.verl_adapter.settings import check_config, settings_from_config
+
+ROOT = Path(__file__).resolve().parents[3] / "recipes"
+# launch.sh and common.sh are sourced by the recipes, not run; cluster scripts start Ray (tested in test_cluster.py).
+RECIPES = sorted(
+    path for path in ROOT.rglob("*.sh") if path.name not in ("launch.sh", "common.sh") and path.parent.name != "cluster"
+)
+MATH = sorted((ROOT / "math_length").glob("r*_*.sh")) + sorted((ROOT / "math_length").glob("qwen*_*.sh"))
+
+
+def dry_run(recipe, *overrides, **environment):
+    env = {**os.environ, "DRY_RUN": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           **environment}
+    return subprocess.run(["bash", str(recipe), *overrides], capture_output=True, text=True, env=env, timeout=300)
+
+
+@functools.cache
+def default_run(recipe):
+    """One DRY_RUN of a recipe with its defaults, shared by the tests that read it."""
+    return dry_run(recipe)
+
+
+def configs(output):
+    return [OmegaConf.create(document) for document in yaml.safe_load_all(output) if document]
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda path: path.name)
+def test_recipe_composes_a_valid_config(recipe):
+    result = default_run(recipe)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for config in configs(result.stdout):
+        expected = "grpo" if "_grpo" in recipe.name else "gdpo"
+        assert config.algorithm.adv_estimator == expected
+        settings_from_config(config.algorithm)
+        check_config(config)  # what main_ppo checks before Ray starts
+
+
+PAPER = {
+    "data.train_batch_size": 512,
+    "data.max_prompt_length": 1024,
+    "data.max_response_length": 8000,
+    "actor_rollout_ref.actor.ppo_mini_batch_size": 64,
+    "actor_rollout_ref.actor.ppo_epochs": 1,
+    "actor_rollout_ref.actor.optim.lr": 1e-6,
+    "actor_rollout_ref.actor.clip_ratio_low": 0.2,
+    "actor_rollout_ref.actor.clip_ratio_high": 0.28,
+    "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
+    "actor_rollout_ref.actor.use_kl_loss": True,
+    "actor_rollout_ref.actor.kl_loss_type": "mse",
+    "actor_rollout_ref.actor.kl_loss_coef": 0.0005,
+    "actor_rollout_ref.rollout.n": 16,
+    "actor_rollout_ref.rollout.temperature": 1.0,
+    "algorithm.use_kl_in_reward": False,
+    "algorithm.filter_groups.enable": True,
+    "algorithm.filter_groups.metric": "score",
+    "trainer.total_training_steps": 500,
+    "reward.reward_manager.name": "gdpo_verl",
+    "reward.custom_reward_function.path": "pkg://gdpo_verl.rewards.math_length",
+    "reward.custom_reward_function.reward_kwargs.max_length": 4000,
+    # where the paper is silent, DLER's script (docs/math-length.md says which is which)
+    "actor_rollout_ref.actor.clip_ratio_c": 10.0,
+    "actor_rollout_ref.rollout.gpu_memory_utilization": 0.7,
+    # ours: long prompts are left out, not truncated
+    "data.filter_overlong_prompts": True,
+    "data.truncation": "error",
+}
+MODELS = {
+    "r1_1.5b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "required"),
+    "r1_7b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "required"),
+    "qwen3_4b": ("Qwen/Qwen3-4B-Instruct-2507", "none"),
+}
+
+
+@pytest.mark.parametrize("recipe", [path for path in MATH if "sweep" not in path.name], ids=lambda path: path.name)
+def test_math_recipes_carry_the_papers_setup(recipe):
+    (config,) = configs(default_run(recipe).stdout)
+    for key, value in PAPER.items():
+        assert OmegaConf.select(config, key) == value, key
+    model, think = MODELS[recipe.name.split("_g")[0]]
+    assert config.actor_rollout_ref.model.path == model
+    kwargs = config.reward.custom_reward_function.reward_kwargs
+    assert kwargs.think == think
+    assert kwargs.conditioned is ("conditioned" in recipe.name)
+    assert list(config.algorithm.gdpo_reward_keys) == ["correct", "length"]
+    assert config.trainer.experiment_name == recipe.stem
+
+
+def test_math_recipes_cover_every_model_estimator_and_length_reward():
+    names = {path.stem for path in MATH}
+    expected = {f"{m}_{e}{c}" for m in MODELS for e in ("grpo", "gdpo") for c in ("", "_conditioned")}
+    assert expected <= names
+
+
+def test_weight_sweep_composes_one_run_per_weight():
+    recipe = ROOT / "math_length" / "r1_7b_gdpo_length_weight_sweep.sh"
+    result = default_run(recipe)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = configs(result.stdout)
+    assert [list(run.algorithm.gdpo_reward_weights) for run in runs] == [[1.0, w] for w in (1.0, 0.75, 0.5, 0.25)]
+    assert [run.trainer.experiment_name for run in runs] == [f"r1_7b_gdpo_length_weight_{w}" for w in ("1.0", "0.75", "0.5", "0.25")]
+    # the summed score carries the same weights
+    assert [run.reward.custom_reward_function.reward_kwargs.length_weight for run in runs] == [1.0, 0.75, 0.5, 0.25]
+
+
+def test_weight_sweep_runs_for_the_grpo_baseline_with_the_weights_in_its_score():
+    recipe = ROOT / "math_length" / "r1_7b_gdpo_length_weight_sweep.sh"
+    result = dry_run(recipe, ESTIMATOR="grpo", WEIGHTS="0.5")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = configs(result.stdout)
+    assert run.algorithm.adv_estimator == "grpo" and run.trainer.experiment_name == "r1_7b_grpo_length_weight_0.5"
+    assert run.reward.custom_reward_function.reward_kwargs.length_weight == 0.5
+    assert list(run.algorithm.gdpo_reward_weights) == [1.0, 0.5]  # the gdpo/ metrics use the same weights
+    check_config(run)
+
+
+def test_a_weight_in_gdpo_but_not_in_the_summed_score_is_refused_before_ray_starts():
+    recipe = ROOT / "math_length" / "r1_1.5b_gdpo.sh"
+    result = dry_run(recipe, "reward.custom_reward_function.reward_kwargs.length_weight=1.0", LENGTH_WEIGHT="0.5")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (config,) = configs(result.stdout)
+    with pytest.raises(ValueError, match="reward weights differ between GDPO and the summed score"):
+        check_config(config)
+
+
+def test_math_recipe_knobs_come_from_the_environment():
+    recipe = ROOT / "math_length" / "r1_1.5b_gdpo.sh"
+    result = dry_run(recipe, "trainer.val_before_train=False", NNODES="4", FILTER_METRIC="gdpo_signature",
+                     MODEL="/models/r1", DUMP_DIR="/tmp/gdpo")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (config,) = configs(result.stdout)
+    assert (config.trainer.nnodes, config.actor_rollout_ref.model.path) == (4, "/models/r1")
+    assert config.algorithm.filter_groups.metric == "gdpo_signature"
+    assert config.algorithm.gdpo.dump_dir == "/tmp/gdpo"
+    assert config.trainer.val_before_train is False
+
+
+def test_custom_reward_recipe_takes_knobs_from_environment_and_extra_overrides():
+    recipe = next(path for path in RECIPES if path.name == "gdpo_custom_reward.sh")
+    result = dry_run(recipe, "trainer.total_epochs=3", REWARD_KEYS="[acc,fmt,len]", REWARD_WEIGHTS="[1.0,0.5,0.25]",
+                     ROLLOUT_N="4")
+    assert result.returncode == 0, result.stderr[-3000:]
+    config = OmegaConf.create(result.stdout)
+    assert settings_from_config(config.algorithm).weights == {"acc": 1.0, "fmt": 0.5, "len": 0.25}
+    assert config.actor_rollout_ref.rollout.n == 4
+    assert config.trainer.total_epochs == 3
+
+
+def list_knobs(recipe):
+    result = subprocess.run(["bash", str(recipe)], capture_output=True, text=True, timeout=60,
+                            env={"PATH": os.environ["PATH"], "HOME": os.environ["HOME"], "LIST_KNOBS": "1"})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda path: path.name)
+def test_every_recipe_lists_its_knobs_once_and_launches_nothing_doing_so(recipe):
+    knobs = list_knobs(recipe)
+    assert len(knobs) == len(set(knobs)) and "MODEL" in knobs
+    # each knob is a variable the recipe reads: setting one changes the composed config somewhere
+    shared = recipe.parent / "common.sh"
+    source = recipe.read_text() + (shared.read_text() if shared.is_file() else "") + (ROOT / "launch.sh").read_text()
+    unread = [knob for knob in knobs if not re.search(rf"\$\{{?{knob}\b", source)]
+    assert not unread
+
+
+def test_math_recipes_declare_the_shared_knobs_and_their_own():
+    knobs = list_knobs(ROOT / "math_length" / "r1_7b_gdpo.sh")
+    assert {"MODEL", "THINK", "TP", "EXPERIMENT", "DATA_DIR", "LENGTH_WEIGHT", "NNODES", "DUMP_DIR"} <= set(knobs)
+
+
+TOOL_CALLING = sorted((ROOT / "tool_calling").glob("qwen*.sh"))
+OFFICIAL_TOOL_CALLING = {  # NVlabs/GDPO verl-GDPO/train_gdpo.sh
+    "data.train_batch_size": 512,
+    "data.max_prompt_length": 2048,
+    "data.max_response_length": 1024,
+    "actor_rollout_ref.actor.optim.lr": 1e-6,
+    "actor_rollout_ref.actor.ppo_mini_batch_size": 128,
+    "actor_rollout_ref.rollout.n": 4,
+    "actor_rollout_ref.rollout.gpu_memory_utilization": 0.6,
+    "trainer.total_epochs": 15,
+    "reward.custom_reward_function.path": "pkg://gdpo_verl.rewards.tool_calling",
+    "reward.custom_reward_function.reward_kwargs.correct_scale": 3.0,
+}
+
+
+def test_tool_calling_recipes_cover_both_models_and_three_estimators():
+    assert [path.stem for path in TOOL_CALLING] == sorted(
+        f"qwen2.5_{m}_{e}" for m in ("1.5b", "3b") for e in ("gdpo", "grpo", "grpo_no_std")
+    )
+
+
+@pytest.mark.parametrize("recipe", TOOL_CALLING, ids=lambda path: path.name)
+def test_tool_calling_recipes_carry_the_official_setup_and_compare_like_with_like(recipe):
+    (config,) = configs(default_run(recipe).stdout)
+    for key, value in OFFICIAL_TOOL_CALLING.items():
+        assert OmegaConf.select(config, key) == value, key
+    size = recipe.stem.split("_")[1].upper()
+    assert config.actor_rollout_ref.model.path == f"Qwen/Qwen2.5-{size}-Instruct"
+    assert list(config.algorithm.gdpo_reward_keys) == ["format", "correct"]
+    assert config.algorithm.norm_adv_by_std_in_grpo is (not recipe.stem.endswith("no_std"))
+    # the same KL treatment for every estimator: none in the reward (which GDPO would drop), none in the loss
+    assert config.algorithm.use_kl_in_reward is False and config.actor_rollout_ref.actor.use_kl_loss is False
+    assert config.trainer.experiment_name == recipe.stem
+
+
+def test_tool_calling_kl_in_the_loss_applies_to_every_estimator_alike():
+    for recipe in TOOL_CALLING[:3]:
+        result = dry_run(recipe, USE_KL_LOSS="True")
+        assert result.returncode == 0, result.stderr[-3000:]
+        (config,) = configs(result.stdout)
+        actor = config.actor_rollout_ref.actor
+        assert (actor.use_kl_loss, actor.kl_loss_coef, actor.kl_loss_type) == (True, 0.001, "low_var_kl")
+
+
+def test_tool_calling_weights_reach_the_summed_score_as_well_as_gdpo():
+    for recipe in TOOL_CALLING[:3]:
+        result = dry_run(recipe, FORMAT_WEIGHT="2.0", CORRECT_WEIGHT="0.5")
+        assert result.returncode == 0, result.stderr[-3000:]
+        (config,) = configs(result.stdout)
+        kwargs = config.reward.custom_reward_function.reward_kwargs
+        assert list(config.algorithm.gdpo_reward_weights) == [kwargs.format_weight, kwargs.correct_weight] == [2.0, 0.5]
+
+
+def test_tool_calling_refuses_records_of_gdpo_advantages_under_grpo():
+    result = dry_run(ROOT / "tool_calling" / "qwen2.5_1.5b_grpo.sh", DUMP_DIR="/tmp/records")
+    assert result.returncode == 2 and "DUMP_DIR records GDPO's advantages" in result.stderr
+
+
+def test_prompt_overflow_can_truncate_like_dler_and_refuses_unknown_values():
+    recipe = ROOT / "math_length" / "r1_1.5b_gdpo.sh"
+    result = dry_run(recipe, PROMPT_OVERFLOW="left", KL_LOSS_TYPE="low_var_kl")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (config,) = configs(result.stdout)
+    assert (config.data.filter_overlong_prompts, config.data.truncation) == (False, "left")
+    assert config.actor_rollout_ref.actor.kl_loss_type == "low_var_kl"
+    refused = dry_run(recipe, PROMPT_OVERFLOW="cut")
+    assert refused.returncode == 2 and "PROMPT_OVERFLOW must be drop, left, right or middle" in refused.stderr

@@ -1,0 +1,140 @@
+"""Registration through verl's plugin entry point, in fresh processes and in Ray workers."""
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+import ray
+
+import verl  # noqa: F401
+from verl.trainer.ppo import core_algos
+
+from gdpo_verl.verl_adapter import plugin
+from gdpo_verl.verl_adapter import compute_gdpo_advantage
+
+RESOLVE = (
+    "import verl\n"
+    "from verl.trainer.ppo import core_algos\n"
+    "fn = core_algos.get_adv_estimator_fn('gdpo')\n"
+    "print('resolved:', fn.__module__ + '.' + fn.__qualname__)\n"
+)
+OURS = "gdpo_verl.verl_adapter.estimator.compute_gdpo_advantage"
+
+
+def resolve_gdpo_in_this_process():
+    from verl.trainer.ppo import core_algos as algos
+
+    fn = algos.get_adv_estimator_fn("gdpo")
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def test_plain_import_verl_in_a_fresh_process_resolves_gdpo_to_this_plugin():
+    result = subprocess.run([sys.executable, "-c", RESOLVE], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert f"resolved: {OURS}" in result.stdout
+
+
+def test_disabling_external_plugins_leaves_verl_builtin():
+    # Documents the one way around the plugin: VERL_USE_EXTERNAL_PLUGINS=none.
+    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none"}
+    result = subprocess.run([sys.executable, "-c", RESOLVE], capture_output=True, text=True, timeout=180, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "resolved: verl.trainer.ppo.core_algos.compute_gdpo_outcome_advantage" in result.stdout
+
+
+HOOKS = (
+    "import sys, verl\n"
+    "print('trainer modules imported by import verl:', 'verl.trainer.ppo.v1.trainer_base' in sys.modules)\n"
+    "from verl.utils import config\n"
+    "from verl.trainer.ppo.v1 import trainer_base\n"
+    "from verl.trainer.ppo import ray_trainer\n"
+    "from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls\n"
+    "wrapped = [hasattr(f, '__gdpo_verl_wraps__') for f in (config.validate_config, "
+    "trainer_base.PPOTrainer._compute_advantage, ray_trainer.compute_data_metrics, ray_trainer.compute_advantage, "
+    "ray_trainer.RayPPOTrainer.fit)]\n"
+    "print('wrapped:', wrapped)\n"
+    "print('manager:', get_reward_manager_cls('gdpo_verl').__module__)\n"
+)
+
+
+def test_trainer_hooks_are_installed_when_verl_imports_the_trainer_modules():
+    result = subprocess.run([sys.executable, "-c", HOOKS], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    # import verl alone stays light: the trainer modules are wrapped when they are first imported.
+    assert "trainer modules imported by import verl: False" in result.stdout
+    assert "wrapped: [True, True, True, True, True]" in result.stdout
+    assert "manager: gdpo_verl.verl_adapter.reward_manager" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    # Loopback only: the test cluster must not bind or reach the machine's network address.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    yield
+    ray.shutdown()
+
+
+def test_ray_task_and_actor_resolve_gdpo_to_this_plugin(ray_cluster):
+    @ray.remote
+    def task():
+        return resolve_gdpo_in_this_process()
+
+    @ray.remote
+    class Actor:
+        def resolve(self):
+            return resolve_gdpo_in_this_process()
+
+    actor = Actor.remote()
+    assert ray.get(task.remote(), timeout=180) == OURS
+    assert ray.get(actor.resolve.remote(), timeout=180) == OURS
+
+
+@pytest.fixture
+def restore_registry():
+    yield
+    core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"] = compute_gdpo_advantage
+
+
+def test_register_is_idempotent_and_logs_the_replacement_once(restore_registry, caplog):
+    core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"] = core_algos.compute_gdpo_outcome_advantage
+    with caplog.at_level(logging.INFO, logger="gdpo_verl"):
+        plugin.register()
+        plugin.register()
+    assert core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"] is compute_gdpo_advantage
+    replaced = [r for r in caplog.records if "replaced" in r.getMessage()]
+    assert len(replaced) == 1
+    assert "compute_gdpo_outcome_advantage" in replaced[0].getMessage()
+
+
+def test_unsupported_verl_fails_loudly_at_the_first_gdpo_step(restore_registry, monkeypatch):
+    monkeypatch.setattr(plugin, "installed_verl_version", lambda: "0.10.2")
+    with pytest.raises(RuntimeError, match=r"verl 0.10.2 is installed but gdpo-verl supports verl<0.10,>=0.9.1"):
+        plugin.register()
+    # verl swallows the entry point's exception; the registry entry still refuses to run the built-in.
+    estimator = core_algos.get_adv_estimator_fn("gdpo")
+    assert estimator is not core_algos.compute_gdpo_outcome_advantage
+    with pytest.raises(RuntimeError, match="failed to register its estimator.*verl 0.10.2"):
+        estimator(token_level_rewards=None, response_mask=None)
+
+
+def test_registration_failure_is_reported_at_error_level_even_though_verl_swallows_it(tmp_path):
+    # A real failure inside verl's plugin loader: sitecustomize makes importlib.metadata report verl 0.8.0.
+    (tmp_path / "sitecustomize.py").write_text(
+        "import importlib.metadata as m\n"
+        "_real = m.version\n"
+        "m.version = lambda name: '0.8.0' if name == 'verl' else _real(name)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    script = RESOLVE + (
+        "try:\n"
+        "    fn(token_level_rewards=None, response_mask=None)\n"
+        "except RuntimeError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "could not register the 'gdpo' advantage estimator" in result.stderr
+    assert "verl 0.8.0 is installed" in result.stderr
+    assert "refused: algorithm.adv_estimator=gdpo: gdpo-verl failed to register" in result.stdout

@@ -1,0 +1,194 @@
+"""The "gdpo_verl" reward manager, and verl's real V1 dynamic-sampling filter (ReplayBuffer) reading what
+it writes, with real Ray and TransferQueue."""
+
+import uuid
+
+import numpy as np
+import pytest
+import torch
+import transfer_queue as tq
+from omegaconf import OmegaConf
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+import verl  # noqa: F401  (loads the entry point)
+from verl import DataProto
+from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+from gdpo_verl.verl_adapter.reward_manager import GdpoRewardManager, reward_signature
+from gdpo_verl.verl_adapter.settings import SIGNATURE_KEY
+
+
+WORDS = ["<pad>", "<eos>", "the", "answer", "is", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "?"]
+PROMPT = [2, 3]
+
+
+def tiny_tokenizer():
+    """A word-level tokenizer built in place (no hub): one token per whitespace-separated word."""
+    model = models.WordLevel(vocab={word: i for i, word in enumerate(WORDS)}, unk_token="?")
+    tokenizer = Tokenizer(model)
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", eos_token="<eos>")
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs):
+    """A two-component reward: the last word equals the ground truth; at most 3 response tokens."""
+    correct = float(solution_str.split()[-1] == ground_truth) if solution_str else 0.0
+    length = float(extra_info["response_length"] <= 3)
+    return {"score": correct + length, "correct": correct, "length": length, "seen": extra_info["response_length"]}
+
+
+def manager(reward_keys=("correct", "length"), score=compute_score):
+    config = OmegaConf.create(
+        {"algorithm": {"gdpo_reward_keys": list(reward_keys) if reward_keys else None}, "reward": {}}
+    )
+    return GdpoRewardManager(config, tiny_tokenizer(), score)
+
+
+def sample(text, ground_truth="4", width=8, extra_info=None):
+    """One sample as the agent loop hands it to the reward loop: right-padded response of ``width``."""
+    response = tiny_tokenizer().encode(text) if text else []
+    responses = torch.zeros(1, width, dtype=torch.long)
+    responses[0, : len(response)] = torch.tensor(response, dtype=torch.long)
+    attention_mask = torch.zeros(1, len(PROMPT) + width, dtype=torch.long)
+    attention_mask[0, : len(PROMPT) + len(response)] = 1
+    return DataProto.from_dict(
+        tensors={
+            "prompts": torch.tensor([PROMPT]),
+            "responses": responses,
+            "attention_mask": attention_mask,
+        },
+        non_tensors={
+            "data_source": np.array(["test"], dtype=object),
+            "reward_model": np.array([{"ground_truth": ground_truth}], dtype=object),
+            "extra_info": np.array([extra_info if extra_info is not None else {"index": 0}], dtype=object),
+        },
+    )
+
+
+def score(reward_manager, data):
+    return reward_manager.loop.run_until_complete(reward_manager.run_single(data))
+
+
+def test_registered_in_verl_under_its_own_name():
+    assert get_reward_manager_cls("gdpo_verl") is GdpoRewardManager
+    assert get_reward_manager_cls("gdpo") is not GdpoRewardManager  # verl's own name is left alone
+
+
+def test_compute_score_sees_the_true_response_length_in_tokens():
+    result = score(manager(), sample("the answer is 4", width=8))
+    info = result["reward_extra_info"]
+    assert info["seen"] == 4  # 4 tokens, not the padded width 8 and not the character count
+    assert (info["correct"], info["length"], result["reward_score"]) == (1.0, 0.0, 1.0)
+
+
+def test_extra_info_shared_between_rollouts_is_not_written_to():
+    shared = {"index": 7}
+    reward_manager = manager()
+    score(reward_manager, sample("4", extra_info=shared))
+    score(reward_manager, sample("the answer is 5", extra_info=shared))
+    assert shared == {"index": 7}
+
+
+def test_signature_is_equal_exactly_when_all_components_are_equal():
+    reward_manager = manager()
+    signatures = {
+        text: score(reward_manager, sample(text))["reward_extra_info"][SIGNATURE_KEY]
+        for text in ["4", "5", "the answer is 4", "the answer is 5", "is 4"]
+    }
+    # (correct, length): "4" (1,1), "5" (0,1), "the answer is 4" (1,0), "the answer is 5" (0,0), "is 4" (1,1)
+    assert signatures["4"] == signatures["is 4"]
+    assert len({signatures[t] for t in ["4", "5", "the answer is 4", "the answer is 5"]}) == 4
+    assert all(float(s).is_integer() and 0 <= s < 2**48 for s in signatures.values())
+    assert reward_signature([1.0, 0.0]) == reward_signature([True, -0.0])
+
+
+def test_a_missing_component_is_named_in_the_reward_worker():
+    with pytest.raises(ValueError, match=r"compute_score returned no 'lenght'.*gdpo_reward_keys"):
+        score(manager(reward_keys=("correct", "lenght")), sample("4"))
+
+
+def test_a_non_numeric_component_is_refused():
+    def bad(**kwargs):
+        return {"score": 1.0, "correct": "yes", "length": 1.0}
+
+    with pytest.raises(ValueError, match=r"correct='yes'; GDPO needs a finite number"):
+        score(manager(score=bad), sample("4"))
+
+
+def test_without_reward_keys_no_signature_is_added():
+    info = score(manager(reward_keys=None), sample("4"))["reward_extra_info"]
+    assert SIGNATURE_KEY not in info
+
+
+# ----------------------------------------------------------------------------- dynamic sampling in verl
+
+
+def put_finished_group(partition, texts):
+    """A finished prompt group in TransferQueue, scored by the gdpo_verl manager, as the agent loop stores it."""
+    reward_manager = manager()
+    uid = uuid.uuid4().hex
+    tq.kv_batch_put(keys=[uid], partition_id=partition, tags=[{"is_prompt": True, "status": "pending", "global_steps": 0}])
+    keys, fields, tags = [], [], []
+    for session, text in enumerate(texts):
+        result = score(reward_manager, sample(text))
+        length = max(len(text.split()), 1)
+        rm_scores = torch.zeros(length)
+        rm_scores[-1] = result["reward_score"]
+        keys.append(f"{uid}_{session}_0")
+        fields.append({"rm_scores": rm_scores, "extra_fields": {"reward_extra_info": result["reward_extra_info"]}})
+        tags.append({"status": "success", "global_steps": 0})
+    tq.kv_batch_put(keys=keys, partition_id=partition, fields=list_of_dict_to_tensordict(fields), tags=tags)
+    tq.kv_put(key=uid, partition_id=partition, tag={"is_prompt": True, "status": "finished", "global_steps": 0})
+    return uid
+
+
+def filtered_groups(partition, metric):
+    buffer = ReplayBuffer(
+        trainer_mode="sync",
+        trainer_config=OmegaConf.create({}),
+        max_off_policy_threshold=None,
+        max_off_policy_strategy="drop",
+        sampler_kwargs=OmegaConf.create({}),
+        refill_fn=lambda count: count,
+        filter_groups_metric=metric,
+    )
+    buffer._sync_metadata_from_transfer_queue()
+    dropped, _ = buffer._dapo_filtered_keys(partition)
+    return dropped
+
+
+def test_gdpo_signature_keeps_groups_whose_components_vary_and_drops_constant_ones(transfer_queue):
+    partition = f"dapo{uuid.uuid4().hex[:8]}"
+    # (correct, length) = (1, 0) and (0, 1): the components vary, their sum (score) does not.
+    constant_sum = put_finished_group(partition, ["the answer is 4", "5"])
+    # (1, 1) twice: nothing varies.
+    constant = put_finished_group(partition, ["4", "is 4"])
+    # (1, 1) and (0, 0): everything varies.
+    varying = put_finished_group(partition, ["4", "the answer is 5"])
+
+    assert filtered_groups(partition, SIGNATURE_KEY) == {constant}
+    # The paper's choice, the summed reward, drops the constant-sum group as well.
+    assert filtered_groups(partition, "score") == {constant, constant_sum}
+    assert varying not in filtered_groups(partition, "score")
+
+
+def test_per_token_components_are_padded_to_the_maximum_response_length():
+    def per_token(solution_str, extra_info, **kwargs):
+        n = extra_info["response_length"]
+        return {"score": 1.0, "correct": 1.0, "token_level_scores_length": [0.5] * n}
+
+    config = OmegaConf.create({"algorithm": {"gdpo_reward_keys": ["correct", "length"]}, "data": {"max_response_length": 6}})
+    reward_manager = GdpoRewardManager(config, tiny_tokenizer(), per_token)
+    info = score(reward_manager, sample("the answer is 4"))["reward_extra_info"]
+    assert info["token_level_scores_length"] == [0.5, 0.5, 0.5, 0.5, 0.0, 0.0]
+    assert info[SIGNATURE_KEY] == reward_signature([1.0, 2.0])  # the signature uses the summed per-token score
+
+    def too_short(**kwargs):
+        return {"score": 1.0, "correct": 1.0, "token_level_scores_length": [0.5]}
+
+    with pytest.raises(ValueError, match=r"returned 1 values for 'token_level_scores_length' but the response has 4 tokens"):
+        score(GdpoRewardManager(config, tiny_tokenizer(), too_short), sample("the answer is 4"))

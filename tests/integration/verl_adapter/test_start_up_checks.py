@@ -1,0 +1,93 @@
+"""Configuration errors surface in verl's main_ppo before Ray starts (so before any GPU is allocated)."""
+
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_module
+
+import verl  # noqa: F401  (loads the entry point, which wraps verl.utils.config.validate_config)
+from verl.utils.config import validate_config
+
+from gdpo_verl.verl_adapter.settings import check_config
+
+# main_ppo prints this line right before ray.init().
+RAY_STARTS = "ray init kwargs"
+
+
+def packaged(*overrides):
+    with initialize_config_module("gdpo_verl.config", version_base=None):
+        return compose("gdpo_trainer", overrides=["algorithm.gdpo_reward_keys=[correct,length]", *overrides])
+
+
+ERRORS = [
+    (["algorithm.gdpo_reward_keys=null"], r"algorithm\.gdpo_reward_keys is not set"),
+    (["algorithm.gdpo_reward_keys=[]"], r"gdpo_reward_keys is empty"),
+    (["algorithm.gdpo_reward_weights=[1.0]"], r"has 1 value\(s\) \[1\.0\] but gdpo_reward_keys has 2"),
+    (["algorithm.gdpo_reward_weights={correct:1.0,lenght:0.5}"], r"unknown: \['lenght'\], missing: \['length'\]"),
+    (["algorithm.gdpo.batch_norm=tokens"], r"algorithm\.gdpo: batch_norm must be one of"),
+    (["algorithm.gdpo.conditions=[{reward:length,given:correctness,at_least:1}]"], r"conditions name \['correctness'\], which are not among the rewards"),
+    (["algorithm.gdpo.conditions=[{reward:length,given:correct}]"], r"needs exactly the keys \['reward', 'given', 'at_least'\]"),
+    (["algorithm.gdpo.conditions=[{reward:length,given:length,at_least:1}]"], r"cannot be conditioned on itself"),
+    (["algorithm.gdpo.dump_dir=5"], r"algorithm\.gdpo\.dump_dir must be a directory path or null; got 5"),
+    (["+algorithm.gdpo.epsilon=0.1"], r"unknown option\(s\) algorithm\.gdpo\.\['epsilon'\]"),
+    (["+algorithm.gdpo_reward_weight=[1,1]"], r"unknown GDPO key\(s\) algorithm\.\['gdpo_reward_weight'\]"),
+    (["algorithm.use_kl_in_reward=true"], r"use_kl_in_reward=True is not supported.*actor_rollout_ref\.actor\.use_kl_loss"),
+    (["algorithm.adv_estimator=grpo", "algorithm.gdpo_reward_weights=[1.0]"], r"has 1 value\(s\) \[1\.0\]"),
+    (
+        ["algorithm.adv_estimator=grpo", "algorithm.gdpo.dump_dir=/tmp/records"],
+        r"dump_dir records the advantages GDPO trains on, but algorithm\.adv_estimator is 'grpo'",
+    ),
+    (
+        ["algorithm.filter_groups.enable=true", "reward.reward_manager.name=naive"],
+        r"filter_groups\.metric=gdpo_signature is computed by gdpo-verl's reward manager.*register:naive",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), ERRORS)
+def test_each_configuration_error_is_raised_by_verls_validate_config(overrides, message):
+    config = packaged(*overrides)
+    with pytest.raises(ValueError, match=message):
+        validate_config(config, use_reference_policy=False, use_critic=False)
+
+
+def test_a_valid_gdpo_config_passes_the_check():
+    settings = check_config(packaged("algorithm.gdpo_reward_weights=[1.0,0.5]", "algorithm.filter_groups.enable=true"))
+    assert settings.weights == {"correct": 1.0, "length": 0.5}
+
+
+def test_other_estimators_are_not_checked_for_gdpo_keys():
+    assert check_config(packaged("algorithm.adv_estimator=grpo", "algorithm.gdpo_reward_keys=null")) is None
+
+
+def test_another_estimator_observed_with_gdpo_keys_may_keep_its_kl_in_the_reward():
+    # the gdpo/ metrics only: the KL penalty stays the training estimator's business
+    assert check_config(packaged("algorithm.adv_estimator=grpo", "algorithm.use_kl_in_reward=true")) is None
+
+
+def test_the_summed_reward_stays_available_as_the_filter_metric():
+    check_config(packaged("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=score"))
+
+
+def main_ppo(cwd, *arguments):
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *arguments]
+    # cwd: hydra writes its outputs/ folder there.
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--config-path", "pkg://gdpo_verl.config", "--config-name", "gdpo_trainer"], "gdpo_reward_keys is not set"),
+        (
+            ["algorithm.adv_estimator=gdpo", "+algorithm.gdpo_reward_keys=[correct,length]", "algorithm.use_kl_in_reward=true"],
+            "use_kl_in_reward=True is not supported",
+        ),
+    ],
+)
+def test_main_ppo_stops_before_ray_starts(arguments, message, tmp_path):
+    result = main_ppo(tmp_path, *arguments)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert RAY_STARTS not in result.stdout

@@ -1,0 +1,38 @@
+"""The checks of single values: one wording, and a bool or a string is never taken for a number."""
+
+import math
+
+import numpy as np
+import pytest
+
+from gdpo_verl.core.checks import boolean, finite_number, is_number, is_reward_value, whole_number
+
+
+@pytest.mark.parametrize("value", [True, "1", None, math.nan, math.inf])
+def test_finite_number_refuses_what_is_not_one(value):
+    with pytest.raises(ValueError, match=r"^eps must be a finite number; got "):
+        finite_number(value, "eps")
+
+
+def test_finite_number_bounds():
+    assert finite_number(np.float32(0.5), "w") == 0.5
+    with pytest.raises(ValueError, match="must be at least 0; got -1"):
+        finite_number(-1, "eps", minimum=0)
+    with pytest.raises(ValueError, match="must be above 0; got 0"):
+        finite_number(0, "timeout", above=0)
+
+
+def test_whole_number_and_boolean():
+    assert whole_number(np.int64(3), "n", minimum=1) == 3
+    for value in (0, 2.0, True):
+        with pytest.raises(ValueError, match="must be a whole number of at least 1"):
+            whole_number(value, "n", minimum=1)
+    assert boolean(False, "flag") is False
+    with pytest.raises(ValueError, match="flag must be true or false; got 'false'"):
+        boolean("false", "flag")
+
+
+def test_reward_values_may_be_bools_and_numpy_scalars_but_not_strings_or_nan():
+    assert all(is_reward_value(value) for value in (True, np.bool_(False), np.float64(0.5), 3))
+    assert not any(is_reward_value(value) for value in ("1", None, math.nan, [1.0]))
+    assert is_number(math.nan) and not is_number("0.5")

@@ -1,0 +1,88 @@
+"""The gdpo/ step metrics, on batches whose answers are worked out by hand."""
+
+import pytest
+import torch
+
+from gdpo_verl.core.advantage import gdpo_parts
+from gdpo_verl.core.diagnostics import advantage_metrics, distinct_per_group
+
+
+def parts_for(rows, weights=None, lengths=None, batch_norm="token"):
+    """rows: list of (group, correct, length)."""
+    lengths = lengths or [3] * len(rows)
+    mask = (torch.arange(max(lengths))[None] < torch.tensor(lengths)[:, None]).long()
+    rewards = {
+        "correct": torch.tensor([float(c) for _, c, _ in rows]),
+        "length": torch.tensor([float(n) for _, _, n in rows]),
+    }
+    return gdpo_parts(rewards, mask, [g for g, *_ in rows], weights, batch_norm=batch_norm)
+
+
+ALL_FOUR = [("a", 1, 0), ("a", 0, 1), ("a", 1, 1), ("a", 0, 0)]
+
+
+def test_gdpo_keeps_combinations_apart_that_grpo_merges():
+    # (1, 0) and (0, 1) have the same sum; "correct" is 1 twice and "length" once, so their group stds
+    # differ and GDPO gives the two combinations different advantages.
+    rows = [("a", 1, 0), ("a", 0, 1), ("a", 0, 0), ("a", 0, 0), ("a", 1, 0)]
+    metrics = advantage_metrics(parts_for(rows))
+    assert metrics["gdpo/distinct_adv_per_group"] == 3
+    assert metrics["gdpo/grpo_distinct_adv_per_group"] == 2  # sums 1 and 0
+    # With all four combinations in one group, both rewards have the same std: (1, 0) and (0, 1) tie.
+    metrics = advantage_metrics(parts_for(ALL_FOUR))
+    assert metrics["gdpo/distinct_adv_per_group"] == metrics["gdpo/grpo_distinct_adv_per_group"] == 3
+
+
+def test_collapsed_groups_are_those_where_different_reward_vectors_share_an_advantage():
+    rows = [
+        ("a", 1, 0), ("a", 0, 1), ("a", 0, 0), ("a", 0, 0), ("a", 1, 0),  # GRPO merges (1,0) and (0,1); GDPO not
+        ("b", 1, 1), ("b", 0, 0),  # sums 2 and 0: nothing merged
+        ("c", 1, 0), ("c", 1, 0),  # one combination only: nothing to merge
+        *[("d", *rewards) for _, *rewards in ALL_FOUR],  # (1,0) and (0,1) tie under both
+    ]
+    metrics = advantage_metrics(parts_for(rows))
+    assert metrics["gdpo/grpo_collapsed_group_frac"] == pytest.approx(2 / 4)  # a and d
+    assert metrics["gdpo/collapsed_group_frac"] == pytest.approx(1 / 4)  # d
+
+
+def test_equal_weights_and_a_constant_sum_cancel_but_unequal_weights_do_not():
+    rows = [("a", 1, 0), ("a", 0, 1), ("b", 1, 1), ("b", 0, 1)]
+    metrics = advantage_metrics(parts_for(rows))
+    assert metrics["gdpo/cancelled_group_frac"] == 0.5
+    assert metrics["gdpo/distinct_adv_per_group"] == 1.5
+    weighted = advantage_metrics(parts_for(rows, weights={"correct": 1.0, "length": 0.5}))
+    assert weighted["gdpo/cancelled_group_frac"] == 0.0
+    assert weighted["gdpo/distinct_adv_per_group"] == 2.0
+
+
+def test_raw_means_and_zero_variance_fractions_per_reward():
+    rows = [("a", 1, 1), ("a", 1, 0), ("b", 0, 1), ("b", 0, 1), ("c", 1, 0), ("c", 0, 0)]
+    metrics = advantage_metrics(parts_for(rows))
+    assert metrics["gdpo/correct/mean"] == pytest.approx(0.5)
+    assert metrics["gdpo/length/mean"] == pytest.approx(0.5)
+    assert metrics["gdpo/correct/zero_var_group_frac"] == pytest.approx(2 / 3)  # a and b
+    assert metrics["gdpo/length/zero_var_group_frac"] == pytest.approx(2 / 3)  # b and c
+    assert metrics["gdpo/cancelled_group_frac"] == 0.0
+
+
+@pytest.mark.parametrize("batch_norm", ["token", "sequence", "none"])
+def test_contribution_std_is_on_the_scale_of_the_final_advantage(batch_norm):
+    # Only "correct" varies, so the final advantage is its contribution shifted by the batch mean.
+    rows = [("a", 1, 1), ("a", 0, 1), ("a", 0, 1), ("b", 1, 0), ("b", 1, 0), ("b", 0, 0)]
+    parts = parts_for(rows, lengths=[1, 2, 3, 4, 5, 6], batch_norm=batch_norm)
+    metrics = advantage_metrics(parts)
+    assert metrics["gdpo/correct/adv_contribution_std"] == pytest.approx(parts.final.std(unbiased=False).item())
+    assert metrics["gdpo/length/adv_contribution_std"] == 0.0
+
+
+def test_responses_without_valid_tokens_are_left_out():
+    rows = [*ALL_FOUR, ("pad", 1, 1), ("pad", 1, 1)]
+    metrics = advantage_metrics(parts_for(rows, lengths=[3, 3, 3, 3, 0, 0]))
+    assert metrics == pytest.approx(advantage_metrics(parts_for(ALL_FOUR)))
+
+
+def test_distinct_count_packs_widely_spread_values_too():
+    values = torch.tensor([0.0, 1e15, 1e15, -1e15], dtype=torch.float64)
+    group = torch.tensor([0, 0, 1, 1])
+    assert distinct_per_group(values, group, 2) == 2.0
+    assert distinct_per_group(values[:2], group[:2], 1) == 2.0
