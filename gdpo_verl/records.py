@@ -10,7 +10,10 @@ the reward components; ``step_report`` turns a step into the ``gdpo/`` metrics.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
@@ -26,7 +29,15 @@ from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.jsonl import read_jsonl
 
 RECORD_FILE = "gdpo_steps.jsonl"
+# Records of steps that a resumed run ran again, moved out of RECORD_FILE (see set_aside_steps_from).
+SUPERSEDED_FILE = "gdpo_steps.superseded.jsonl"
 FORMAT = "gdpo-verl/steps-v1"
+# append_record writes "format" then "step" first in every line.
+_STEP = re.compile(r'\{"format": "[^"]*", "step": (\d+)')
+
+logger = logging.getLogger("gdpo_verl")
+# The record files this process has appended to (each is checked once, before its first append).
+_opened: set[Path] = set()
 
 
 @dataclass
@@ -58,7 +69,6 @@ def append_record(
 ) -> Path:
     """Append one step to ``<dump_dir>/gdpo_steps.jsonl``; returns the file."""
     directory = Path(dump_dir)
-    directory.mkdir(parents=True, exist_ok=True)
     record = {
         "format": FORMAT,
         "step": int(step),
@@ -72,9 +82,51 @@ def append_record(
         "eps": eps,
     }
     path = directory / RECORD_FILE
-    with path.open("a") as handle:
-        handle.write(json.dumps(record) + "\n")
+    try:
+        if path not in _opened:
+            directory.mkdir(parents=True, exist_ok=True)
+            set_aside_steps_from(path, int(step))
+            _opened.add(path)
+        with path.open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+    except OSError as exc:
+        raise OSError(
+            f"cannot write the GDPO record of step {step} to {path}: {exc}. Set algorithm.gdpo.dump_dir to a "
+            "writable directory on the node that runs verl's TaskRunner, or null."
+        ) from exc
     return path
+
+
+def set_aside_steps_from(path: Path, step: int) -> None:
+    """Before a process first appends ``step`` to ``path``: move the records of ``step`` and later steps (an
+    earlier run wrote them and stopped before its checkpoint, and this run resumed from the one before, or this
+    is a new run in the same directory) to ``SUPERSEDED_FILE`` beside it, and drop a torn last line (a run killed
+    while writing it). Each step is then recorded once in ``path``; both are logged as warnings."""
+    if not path.is_file():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+    torn = bool(lines) and not lines[-1].endswith("\n")
+    if torn:
+        logger.warning("%s: dropped a torn last line (%d characters): the run writing it stopped in the middle.",
+                       path, len(lines[-1]))
+        lines.pop()
+    kept, later = [], []
+    for line in lines:
+        found = _STEP.match(line)
+        (later if found and int(found.group(1)) >= step else kept).append(line)
+    if later:
+        with (path.parent / SUPERSEDED_FILE).open("a") as handle:
+            handle.writelines(later)
+        steps = sorted({int(_STEP.match(line).group(1)) for line in later})
+        logger.warning(
+            "%s: this run records step %d on, so the %d record(s) of step(s) %s already there (written by a run "
+            "that stopped before their checkpoint, or by an earlier run) were moved to %s.",
+            path, step, len(later), ", ".join(map(str, steps)), SUPERSEDED_FILE,
+        )
+    if torn or later:
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_text("".join(kept))
+        os.replace(temporary, path)
 
 
 def load_steps(path: str | Path, rewards: Sequence[str] | None = None) -> list[StepRecord]:
@@ -105,7 +157,7 @@ def _dump_order(path: Path) -> tuple[int, str]:
 
 
 def _load_file(path: Path, rewards: Sequence[str] | None) -> list[StepRecord]:
-    numbered = read_jsonl(path)
+    numbered = read_jsonl(path, torn_tail=True)
     if not numbered:
         raise ValueError(f"{path} is empty.")
     rows = [row for _, row in numbered]

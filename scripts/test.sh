@@ -2,8 +2,8 @@
 # The test suite. Extra arguments go to pytest (the main run).
 #
 # 1. tests/unit (the core and the reward functions) in .venv-unit: an environment holding only torch, numpy,
-#    pytest and math-verify, with gdpo-verl installed without its dependencies. This proves that the math and
-#    the rewards need none of verl, Ray, TransferQueue, hydra, omegaconf or vLLM.
+#    pytest, hypothesis and math-verify, with gdpo-verl installed without its dependencies. This proves that
+#    the math and the rewards need none of verl, Ray, TransferQueue, hydra, omegaconf or vLLM.
 # 2. Every test in .venv (scripts/setup_env.sh), with .venv-cpu-training (scripts/setup_cpu_training_env.sh)
 #    for the CPU training runs in tests/e2e. vLLM's CPU build has wheels for Linux x86_64 only; elsewhere those
 #    runs are left out, and this script says so.
@@ -15,7 +15,7 @@ if [ ! -x "$UNIT_VENV/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$UNIT_VENV"
 fi
 # torch pinned, so pip takes the CPU build (see scripts/setup_env.sh)
-"$UNIT_VENV/bin/python" -m pip install --quiet "torch==2.13.0" numpy pytest "math-verify>=0.9"
+"$UNIT_VENV/bin/python" -m pip install --quiet "torch==2.13.0" numpy pytest hypothesis "math-verify>=0.9"
 "$UNIT_VENV/bin/python" -m pip install --quiet --no-deps -e .
 "$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider tests/unit
 

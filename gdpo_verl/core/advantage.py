@@ -232,8 +232,13 @@ def group_normalize(
     mean = torch.zeros(num_groups, num_rewards, dtype=torch.float64, device=x.device).index_add_(0, group, x) / counts
     deviation = x - mean[group]
     if norm_by_std:
-        squares = torch.zeros_like(mean).index_add_(0, group, deviation * deviation)
-        std = (squares / (counts - ddof).clamp(min=1)).sqrt()
+        # The squares are taken of deviations divided by the group's largest one, then scaled back: rewards
+        # near 1e300 would overflow float64 when squared, and give a std of inf (an advantage of 0).
+        largest = torch.zeros_like(mean).scatter_reduce_(0, group.unsqueeze(1).expand_as(x), deviation.abs(), "amax")
+        largest = torch.where(largest > 0, largest, torch.ones((), dtype=x.dtype, device=x.device))
+        scaled = deviation / largest[group]
+        squares = torch.zeros_like(mean).index_add_(0, group, scaled * scaled)
+        std = largest * (squares / (counts - ddof).clamp(min=1)).sqrt()
         z = deviation / (std[group] + eps)
     else:
         z = deviation
@@ -290,6 +295,8 @@ def batch_normalize(
         inverse_scale = torch.rsqrt(var + WHITEN_VAR_EPS)
         return centered * inverse_scale, mean.item(), 1.0 / inverse_scale.item()
     scale = var.sqrt() + eps
+    if scale.item() == 0:  # every value equal and eps 0: nothing to learn, not 0 / 0
+        return torch.zeros_like(centered), mean.item(), 1.0
     return centered / scale, mean.item(), scale.item()
 
 

@@ -20,7 +20,9 @@ parts with top-level commas. The two structured forms may also come as their JSO
     short            1 when the response has at most ``max_length`` tokens, whatever the correctness
     response_length  the response's token count
     answer_found     1 when a final \\boxed{} answer was found
-    verify_failed    1 when checking the answer timed out, crashed or was refused as too long (scored 0)
+    verify_failed    1 when the answer could not be checked (scored 0, logged with the reason): its checks ran
+                     past ``timeout_s`` or their process died, or the answer was refused unchecked as too long
+                     or as one sympy would spend seconds on (gdpo_verl/rewards/answer_guard.py)
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gdpo_verl.core.checks import boolean, finite_number, whole_number
+from gdpo_verl.rewards.answer_guard import refusal
 from gdpo_verl.rewards.verifier import AnswerChecker
 
 logger = logging.getLogger("gdpo_verl")
@@ -57,7 +60,7 @@ def compute_score(
     max_length: int = 4000,
     conditioned: bool = False,
     think: str = "required",
-    timeout_s: float = 10.0,
+    timeout_s: float = 5.0,
     correct_weight: float = 1.0,
     length_weight: float = 1.0,
     **kwargs: Any,
@@ -71,7 +74,8 @@ def compute_score(
             (DeepSeek-R1 distills): a response without ``</think>`` was cut off inside its reasoning and is
             not correct. ``"none"`` for models that answer directly (Qwen3-4B-Instruct): the whole response
             is the answer part.
-        timeout_s: the longest one answer check may take.
+        timeout_s: the longest the checks of one response may take together (a check cut short is counted
+            in ``verify_failed``).
         correct_weight, length_weight: the weights of ``score``. The recipes pass the weights of
             ``algorithm.gdpo_reward_weights`` here too, so that GRPO, dynamic sampling and GDPO all see the
             same weighted objective (gdpo-verl refuses a config where the two differ).
@@ -94,15 +98,16 @@ def compute_score(
         )
     truth = parse_ground_truth(ground_truth)
     answer = final_answer(solution_str, think)
-    verdict: bool | None = False
+    verdict, why = False, ""
     if answer is not None:
-        verdict = _verdict(truth, solution_str, answer, think, _checker(timeout_s))
+        verdict, why = _verdict(truth, solution_str, answer, think, _checker(timeout_s))
     if verdict is None:
         _failures += 1
         logger.warning(
-            "gdpo-verl math_length: could not check an answer (timeout, crash or over %d characters); scored 0. "
+            "gdpo-verl math_length: could not check the answer %.80r, scored 0 with verify_failed=1: %s. "
             "%d so far in this process.",
-            MAX_ANSWER_CHARS,
+            answer,
+            why,
             _failures,
         )
     correct = float(verdict is True)
@@ -161,30 +166,41 @@ def _answer_text(value: Any, what: str) -> str:
     return str(value).strip()
 
 
-def _verdict(truth: MathTruth, text: str, answer: str, think: str, checker: AnswerChecker) -> bool | None:
-    """True / False, or None when a needed check could not be made (timeout, crash, too long)."""
+def _verdict(truth: MathTruth, text: str, answer: str, think: str, checker: AnswerChecker) -> tuple[bool | None, str]:
+    """(True / False, "") or (None, why) when a needed check could not be made. All checks of one response
+    share ``checker.timeout_s`` (time spent waiting for a free checker process is not counted)."""
+    budget = [checker.timeout_s]
     if truth.parts is None:
-        return _any_true(checker, truth.alternatives, answer)
+        return _any_true(checker, truth.alternatives, answer, budget)
     given = answer_parts(text, think)
     if len(given) != len(truth.parts):
-        return False
-    verdicts = [_any_true(checker, (gold,), part) for gold, part in zip(truth.parts, given, strict=True)]
-    if any(verdict is False for verdict in verdicts):
-        return False
-    return None if any(verdict is None for verdict in verdicts) else True
+        return False, ""
+    results = [_any_true(checker, (gold,), part, budget) for gold, part in zip(truth.parts, given, strict=True)]
+    if any(verdict is False for verdict, _ in results):
+        return False, ""
+    return next(((None, why) for verdict, why in results if verdict is None), (True, ""))
 
 
-def _any_true(checker: AnswerChecker, golds: tuple[str, ...], answer: str) -> bool | None:
-    """True if ``answer`` equals any of ``golds``; None if none did and some check could not be made."""
+def _any_true(checker: AnswerChecker, golds: tuple[str, ...], answer: str, budget: list[float]) -> tuple[bool | None, str]:
+    """Whether ``answer`` equals any of ``golds``: (None, why) if none did and some check could not be made.
+    ``budget``: the seconds of checking left to this response, reduced by each check."""
     if len(answer) > MAX_ANSWER_CHARS:
-        return None
-    unknown = False
+        return None, f"over {MAX_ANSWER_CHARS} characters"
+    refused = refusal(answer)
+    if refused is not None:
+        return None, refused
+    why = ""
     for gold in golds:
-        verdict = checker.check(gold, answer)
+        if budget[0] <= 0:
+            why = "timeout_s spent"
+            continue
+        verdict, spent = checker.timed_check(gold, answer, timeout_s=budget[0])
+        budget[0] -= spent
         if verdict is True:
-            return True
-        unknown = unknown or verdict is None
-    return None if unknown else False
+            return True, ""
+        if verdict is None:
+            why = f"no verdict within timeout_s={checker.timeout_s:g} s"
+    return (None, why) if why else (False, "")
 
 
 def answer_parts(text: str, think: str = "required") -> list[str]:
@@ -259,6 +275,7 @@ def last_boxed(text: str) -> str | None:
 
 
 def _checker(timeout_s: float) -> AnswerChecker:
+    """One pool per ``timeout_s`` in this process (verl's reward worker calls from a thread pool)."""
     if timeout_s not in _checkers:
         _checkers[timeout_s] = AnswerChecker(timeout_s=timeout_s)
     return _checkers[timeout_s]

@@ -10,11 +10,15 @@ a fresh one.
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import select
 import subprocess
 import sys
 import threading
+import time
+
+logger = logging.getLogger("gdpo_verl")
 
 # A fresh process imports sympy and math-verify before its first answer; that is not the check's time.
 STARTUP_TIMEOUT_S = 120.0
@@ -85,28 +89,45 @@ class _Worker:
 class AnswerChecker:
     """``check(gold, answer)`` -> True, False, or None when the check timed out or its process died.
 
-    Up to ``workers`` checks run at once (one child process each); more callers wait their turn.
+    Up to ``workers`` checks run at once (one child process each); more callers wait their turn. A process
+    killed after a timeout is replaced at once by a fresh one started in the background, so the next caller
+    does not wait the second it takes to import sympy and math-verify.
     """
 
-    def __init__(self, timeout_s: float = 10.0, workers: int = 2) -> None:
+    def __init__(self, timeout_s: float = 5.0, workers: int = 2) -> None:
         if timeout_s <= 0 or workers < 1:
             raise ValueError(f"timeout_s must be > 0 and workers >= 1; got {timeout_s} and {workers}.")
         self.timeout_s = timeout_s
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         self._slots = threading.Semaphore(workers)
 
-    def check(self, gold: str, answer: str) -> bool | None:
+    def check(self, gold: str, answer: str, timeout_s: float | None = None) -> bool | None:
+        """``timeout_s``: this check's limit (default: the checker's)."""
+        return self.timed_check(gold, answer, timeout_s)[0]
+
+    def timed_check(self, gold: str, answer: str, timeout_s: float | None = None) -> tuple[bool | None, float]:
+        """``check``, and the seconds the check itself took: waiting for a free process is not counted, so
+        callers that share one time budget over several checks are not charged for a busy pool."""
         with self._slots:
             try:
                 worker = self._idle.get_nowait()
             except queue.Empty:
                 worker = _Worker()
-            verdict = worker.ask(gold, answer, self.timeout_s)
+            start = time.monotonic()
+            verdict = worker.ask(gold, answer, self.timeout_s if timeout_s is None else timeout_s)
+            spent = time.monotonic() - start
             if verdict is None:
                 worker.kill()
+                threading.Thread(target=self._replace, name="gdpo-verl-checker-start", daemon=True).start()
             else:
                 self._idle.put(worker)
-            return verdict
+            return verdict, spent
+
+    def _replace(self) -> None:
+        try:
+            self._idle.put(_Worker())
+        except RuntimeError as error:  # the next check starts one itself and raises this to its caller
+            logger.error("gdpo-verl: could not start a spare math-verify checker process: %s", error)
 
     def close(self) -> None:
         while True:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -130,12 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = commands.add_parser(
         "doctor",
-        help="check this environment: verl version, plugin active (fresh process and Ray worker), vLLM, GPUs",
+        help="check this environment: verl version, plugin active (fresh process and every Ray node), vLLM, GPUs",
         description="Each check prints OK, WARN (needed for some uses only) or FAIL (GDPO will not work) and "
-        "what to do. Exit code 1 when a check fails. The Ray check uses the cluster at RAY_ADDRESS when set, "
-        "else starts a local one on 127.0.0.1.",
+        "what to do. Exit code 1 when a check fails. The Ray check runs a task on every node of the cluster at "
+        "--ray-address (or RAY_ADDRESS), else of a local Ray it starts on 127.0.0.1, and names each node where "
+        '"gdpo" is not this plugin\'s estimator.',
     )
-    doctor.add_argument("--no-ray", action="store_true", help="skip the Ray worker check")
+    doctor.add_argument("--no-ray", action="store_true", help="skip the Ray check")
+    doctor.add_argument("--ray-address", metavar="ADDRESS", help="the cluster to check (default: RAY_ADDRESS)")
     return parser
 
 
@@ -146,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "doctor":
         from gdpo_verl.tools.doctor import report, run_checks
 
+        if args.ray_address:
+            os.environ["RAY_ADDRESS"] = args.ray_address  # read by the Ray check's child process
         return report(run_checks(ray_worker=not args.no_ray))
     try:
         return handlers[args.command](args, parser)

@@ -17,8 +17,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 from packaging.version import Version
 
-from gdpo_verl.verl_adapter.import_hooks import WRAPPED
 from gdpo_verl.verl_adapter import SUPPORTED_VERL
+from gdpo_verl.verl_adapter.import_hooks import WRAPPED
 
 OURS = "gdpo_verl.verl_adapter.estimator.compute_gdpo_advantage"
 
@@ -94,9 +94,9 @@ RAY_CHECK_TIMEOUT_S = 180.0
 
 
 def check_ray_worker() -> Check:
-    """In a Ray worker: of the cluster at RAY_ADDRESS if set, else of a local one on loopback. Runs in its own
+    """On every node: of the cluster at RAY_ADDRESS if set, else of a local one on loopback. Runs in its own
     process group, stopped after ``RAY_CHECK_TIMEOUT_S`` (Ray's processes with it)."""
-    name = '"gdpo" in a Ray worker'
+    name = '"gdpo" in Ray workers'
     address = os.environ.get("RAY_ADDRESS")
     where = f"cluster {address}" if address else "a local Ray"
     limit = float(os.environ.get("GDPO_VERL_DOCTOR_RAY_TIMEOUT_S", RAY_CHECK_TIMEOUT_S))
@@ -114,24 +114,21 @@ def check_ray_worker() -> Check:
     if process.returncode != 0:
         last = (err.strip().splitlines() or ["no output"])[-1]
         return Check("FAIL", name, f"the check failed in {where}: {last}")
-    resolved = out.strip().splitlines()[-1] if out.strip() else ""
-    if resolved == OURS:
-        return Check("OK", name, f"resolves to gdpo-verl in {where}")
-    return Check(
-        "FAIL", name, f"resolves to {resolved or 'nothing'} in {where}: install gdpo-verl on every node (or in the runtime env)"
-    )
+    nodes = json.loads(out.strip().splitlines()[-1])
+    bad = [f"{node}: {resolved}" for node, resolved in nodes if resolved != OURS]
+    if not bad:
+        return Check("OK", name, f"resolves to gdpo-verl on all {len(nodes)} node(s) of {where}")
+    from gdpo_verl.verl_adapter.cluster import FIX
+
+    return Check("FAIL", name, f"not gdpo-verl on {len(bad)} of {len(nodes)} node(s) of {where}: {'; '.join(bad)}. {FIX}")
 
 
 def ray_worker_resolution() -> str:
-    """What "gdpo" resolves to in a Ray worker (run by ``check_ray_worker`` in a child process)."""
+    """JSON ``[[node address, what "gdpo" resolves to], ...]`` over every node (run by ``check_ray_worker`` in a
+    child process)."""
     import ray
 
-    @ray.remote(num_cpus=0)
-    def resolve() -> str:
-        from verl.trainer.ppo import core_algos
-
-        fn = core_algos.get_adv_estimator_fn("gdpo")
-        return f"{fn.__module__}.{fn.__qualname__}"
+    from gdpo_verl.verl_adapter.cluster import plugin_on_nodes
 
     address = os.environ.get("RAY_ADDRESS")
     if address:
@@ -139,7 +136,7 @@ def ray_worker_resolution() -> str:
     else:
         ray.init(num_cpus=1, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
     try:
-        return ray.get(resolve.remote())
+        return json.dumps([[node.address, node.resolved] for node in plugin_on_nodes()])
     finally:
         ray.shutdown()
 

@@ -10,6 +10,7 @@ reason at the first GDPO step.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
@@ -21,6 +22,20 @@ from gdpo_verl.verl_adapter import SUPPORTED_VERL
 ESTIMATOR_NAME = "gdpo"
 
 logger = logging.getLogger("gdpo_verl")
+
+
+def show_warnings() -> None:
+    """Give the "gdpo_verl" logger a stderr handler of its own in every verl process (as verl does for its
+    "verl" logger), so its warnings (records set aside on resume, answers not checked, ...) reach the run's
+    output: in verl's TaskRunner the root logger prints nothing. Level: GDPO_VERL_LOGGING_LEVEL (WARNING)."""
+    if any(getattr(handler, "name", None) == "gdpo_verl" for handler in logger.handlers):
+        return
+    handler = logging.StreamHandler()
+    handler.name = "gdpo_verl"
+    handler.setFormatter(logging.Formatter("%(levelname)s:%(asctime)s:%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(os.environ.get("GDPO_VERL_LOGGING_LEVEL", "WARNING"))
+    logger.propagate = False
 
 
 def installed_verl_version() -> str:
@@ -72,6 +87,7 @@ def _refusing_estimator(reason: BaseException) -> Callable[..., Any]:
     return compute_gdpo_unavailable
 
 
+show_warnings()
 try:
     register()
 except Exception as _exc:

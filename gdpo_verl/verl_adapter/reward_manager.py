@@ -1,7 +1,7 @@
 """The reward manager registered in verl as "gdpo_verl" (``reward.reward_manager.name=gdpo_verl``).
 
 It behaves like verl's "naive" reward manager (it runs ``compute_score`` on the decoded last output of a
-sample and stores every key of a returned dict in ``reward_extra_info``), and adds three things:
+sample and stores every key of a returned dict in ``reward_extra_info``), and adds four things:
 
 - ``extra_info["response_length"]``: the number of valid response tokens, so that ``compute_score`` can
   use the true token count (verl's managers pass only the decoded text). ``extra_info`` is copied per
@@ -13,10 +13,13 @@ sample and stores every key of a returned dict in ``reward_extra_info``), and ad
   when all their ``algorithm.gdpo_reward_keys`` components are equal (up to a 2**-48 chance of collision).
   With ``algorithm.filter_groups.metric=gdpo_signature`` verl's dynamic sampling keeps a group when any
   component varies in it, which is when GDPO can give it a signal.
+- a time limit on ``compute_score`` (``algorithm.gdpo.reward_timeout_s``, 600 s): a call that hangs fails the
+  step with an error naming the limit, where verl would wait on it forever.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import struct
 from collections.abc import Mapping, Sequence
@@ -30,7 +33,7 @@ from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManage
 
 from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX, reward_fields
-from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY
+from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY, reward_timeout
 
 
 def reward_signature(components: Sequence[float]) -> float:
@@ -70,6 +73,7 @@ class GdpoRewardManager(NaiveRewardManager):
         keys = config.algorithm.get("gdpo_reward_keys", None)
         self.signature_keys = tuple(keys) if keys else ()
         self.max_response_length = config.get("data", {}).get("max_response_length", None)
+        self.timeout_s = reward_timeout(config.algorithm.get("gdpo", None))
 
     async def run_single(self, data: DataProto) -> dict:
         data = data[-1:]  # like verl's managers: the last output of a multi-output sample is scored
@@ -80,7 +84,15 @@ class GdpoRewardManager(NaiveRewardManager):
         extra_info["response_length"] = response_length
         data.non_tensor_batch["extra_info"] = np.array([extra_info], dtype=object)
 
-        result = await super().run_single(data)
+        try:
+            result = await asyncio.wait_for(super().run_single(data), self.timeout_s)
+        except TimeoutError as exc:
+            raise TimeoutError(
+                f"compute_score did not return within algorithm.gdpo.reward_timeout_s={self.timeout_s:g} s (a "
+                f"response of {response_length} tokens, data_source {item.non_tensor_batch.get('data_source')!r}). "
+                "A reward function must bound its own work (gdpo-verl's math and tool rewards do); fix it, or raise "
+                "the limit if it is that slow by design."
+            ) from exc
         info = result["reward_extra_info"]
         for key in [key for key in info if key.startswith(TOKEN_LEVEL_PREFIX)]:
             info[key] = pad_token_scores(key, info[key], response_length, self.max_response_length)

@@ -6,8 +6,10 @@ Every key is declared, with its default and meaning, in ``gdpo_verl/config/gdpo_
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gdpo_verl.core.advantage import DEFAULT_BATCH_NORM, DEFAULT_EPS, check_options, weight_vector_for
@@ -16,7 +18,7 @@ from gdpo_verl.core.conditions import Condition, check_conditions
 
 # Options under ``algorithm.gdpo`` and their defaults (the packaged yaml declares the same; a test checks).
 OPTION_DEFAULTS: dict[str, Any] = {
-    "batch_norm": DEFAULT_BATCH_NORM, "eps": DEFAULT_EPS, "conditions": [], "dump_dir": None
+    "batch_norm": DEFAULT_BATCH_NORM, "eps": DEFAULT_EPS, "conditions": [], "dump_dir": None, "reward_timeout_s": 600
 }
 
 CONDITION_KEYS = ("reward", "given", "at_least")
@@ -88,8 +90,16 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
     dump_dir = merged["dump_dir"]
     if dump_dir is not None and (not isinstance(dump_dir, str) or not dump_dir.strip()):
         raise ValueError(f"algorithm.gdpo.dump_dir must be a directory path or null; got {dump_dir!r}.")
+    reward_timeout(options)
     conditions = _conditions(keys, merged["conditions"])
     return GdpoSettings(keys, weights, norm_by_std, merged["batch_norm"], float(merged["eps"]), dump_dir, conditions)
+
+
+def reward_timeout(options: Any) -> float | None:
+    """``algorithm.gdpo.reward_timeout_s`` from the ``algorithm.gdpo`` mapping (or None): seconds, or None."""
+    default = OPTION_DEFAULTS["reward_timeout_s"]
+    value = default if options is None else _get(options, "reward_timeout_s", default)
+    return None if value is None else finite_number(value, "algorithm.gdpo.reward_timeout_s (seconds, or null)", above=0)
 
 
 def _conditions(keys: tuple[str, ...], raw: Any) -> tuple[Condition, ...]:
@@ -199,6 +209,8 @@ def check_config(config: Any) -> GdpoSettings | None:
         )
     if settings is not None or observed is not None:
         _check_score_weights(config, settings or observed)
+    if settings is not None and settings.dump_dir is not None:
+        check_dump_dir(settings.dump_dir)
 
     filter_groups = _get(algorithm, "filter_groups")
     if filter_groups is not None and _get(filter_groups, "enable", False):
@@ -220,6 +232,20 @@ def check_config(config: Any) -> GdpoSettings | None:
                 "is taken over those reward components."
             )
     return settings
+
+
+def check_dump_dir(dump_dir: str) -> None:
+    """Refuse an ``algorithm.gdpo.dump_dir`` that cannot hold the records: a file, or a path under a file or
+    under a directory this process may not write. Nothing is created here."""
+    path = Path(dump_dir).expanduser()
+    fix = "Set algorithm.gdpo.dump_dir to a writable directory (on the node that runs verl's TaskRunner), or null."
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"algorithm.gdpo.dump_dir={dump_dir!r} is a file, not a directory. {fix}")
+    existing = next(parent for parent in (path, *path.absolute().parents) if parent.exists())
+    if not existing.is_dir():
+        raise ValueError(f"algorithm.gdpo.dump_dir={dump_dir!r}: {existing} is a file, not a directory. {fix}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"algorithm.gdpo.dump_dir={dump_dir!r}: {existing} is not writable by this process. {fix}")
 
 
 # This package's reward functions whose summed ``score`` takes ``<reward>_weight`` options.

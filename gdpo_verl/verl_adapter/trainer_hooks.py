@@ -5,6 +5,9 @@ calls verl's own code) when their modules are first imported (``import_hooks``):
 
 - ``verl.utils.config.validate_config`` (called by ``main_ppo`` before Ray starts): also runs
   ``check_config``, so GDPO configuration errors surface before any GPU is allocated.
+- ``main_ppo.run_ppo`` (wrapped from ``validate_config``, as ``python -m verl.trainer.main_ppo`` runs the module as
+  ``__main__``): when GDPO is in use, the first thing it does after connecting to Ray, before it starts verl's
+  TaskRunner, is check that "gdpo" is this plugin's estimator on every node (``cluster``).
 - V1 trainer (verl's default), ``PPOTrainer._compute_advantage``: verl fetches only uid, masks, ``rm_scores``
   and log-probs from TransferQueue there. For "gdpo" the wrapper also fetches each sample's reward components
   and runs verl's own stage inside a ``Step`` (settings, global step, components), then logs the step's
@@ -23,12 +26,14 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 
+from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node
 from gdpo_verl.verl_adapter.estimator import Step, current_step, observe, running
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
 from gdpo_verl.verl_adapter.settings import check_config, observes, settings_from_config
@@ -54,11 +59,52 @@ def _wrap_validate_config(module: ModuleType) -> None:
         @functools.wraps(original)
         def validate_config(config: Any, *args: Any, **kwargs: Any) -> Any:
             check_config(config)
+            _wrap_run_ppo()
             return original(config, *args, **kwargs)
 
         return validate_config
 
     wrap_attribute(module, "validate_config", wrapper)
+
+
+def _wrap_run_ppo() -> None:
+    """Wrap ``run_ppo`` of verl's ``main_ppo``, whether it runs as ``__main__`` or was imported."""
+    for module in (sys.modules.get("__main__"), sys.modules.get("verl.trainer.main_ppo")):
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.name == "verl.trainer.main_ppo" and hasattr(module, "run_ppo"):
+            wrap_attribute(module, "run_ppo", _run_ppo_wrapper)
+
+
+def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def run_ppo(config: Any, task_runner_class: Any, *args: Any, **kwargs: Any) -> Any:
+        algorithm = config.algorithm
+        if algorithm.adv_estimator == "gdpo" or observes(algorithm):
+            task_runner_class = _NodesCheckedFirst(task_runner_class)
+        return original(config, task_runner_class, *args, **kwargs)
+
+    return run_ppo
+
+
+class _NodesCheckedFirst:
+    """verl's TaskRunner actor class, started only after every Ray node passed ``require_plugin_on_every_node``
+    (``run_ppo`` calls ``.remote()`` or ``.options(...).remote()`` once Ray is up)."""
+
+    def __init__(self, actor_class: Any) -> None:
+        self._actor_class = actor_class
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        _check_nodes()
+        return self._actor_class.remote(*args, **kwargs)
+
+    def options(self, *args: Any, **kwargs: Any) -> Any:
+        _check_nodes()
+        return self._actor_class.options(*args, **kwargs)
+
+
+def _check_nodes() -> None:
+    nodes = require_plugin_on_every_node()
+    print(f'gdpo-verl: "gdpo" is gdpo-verl\'s estimator on all {len(nodes)} Ray node(s)', flush=True)
 
 
 def _wrap_v1_trainer(module: ModuleType) -> None:

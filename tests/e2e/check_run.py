@@ -4,7 +4,8 @@ reasons when it did not.
     python tests/e2e/check_run.py OUT --steps 2
 
 What a run must show:
-- every step reached verl's logger (``metrics.jsonl``), each with this plugin's ``gdpo/`` metrics;
+- every step reached verl's logger (``metrics.jsonl``), each with this plugin's ``gdpo/`` metrics, once (a
+  resumed run must not log or record a step twice);
 - this plugin's estimator wrote one record per step (``gdpo/gdpo_steps.jsonl``) with advantages that are not
   all zero, and verl trained on exactly those (``critic/advantages/max`` and ``/min`` equal the records');
 - vLLM generated with the actor's current weights at every step (``training/rollout_probs_diff_max`` small:
@@ -17,6 +18,7 @@ import argparse
 import json
 import math
 import sys
+from collections import Counter
 from pathlib import Path
 
 from gdpo_verl.records import RECORD_FILE
@@ -38,14 +40,26 @@ MAX_PROBS_DIFF = 0.02
 
 
 def read_jsonl(path: Path) -> list[dict]:
+    """The lines of a file another process may be appending to: a last line without its newline (being
+    written, or torn by a kill) is not read."""
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = path.read_text().split("\n")
+    return [json.loads(line) for line in lines[:-1] if line.strip()]
+
+
+# verl's file logger starts its file afresh each time a run starts; run_cpu_training.sh with RESUME=1 keeps
+# what the runs before logged here first.
+EARLIER_METRICS = "metrics.earlier.jsonl"
+
+
+def logged_lines(out: Path) -> list[dict]:
+    """verl's file logger, the runs before a resume first: one line per step, ``{"step": n, "data": {...}}``."""
+    return read_jsonl(out / EARLIER_METRICS) + read_jsonl(out / "metrics.jsonl")
 
 
 def step_metrics(out: Path) -> dict[int, dict]:
-    """verl's file logger: one line per step, ``{"step": n, "data": {name: value}}``."""
-    return {line["step"]: line["data"] for line in read_jsonl(out / "metrics.jsonl")}
+    return {line["step"]: line["data"] for line in logged_lines(out)}
 
 
 def step_records(out: Path) -> dict[int, dict]:
@@ -74,6 +88,10 @@ def check(out: Path, steps: int) -> tuple[list[str], list[str]]:
     """(summary lines, problems); no problems means the run trained with GDPO."""
     metrics, records = step_metrics(out), step_records(out)
     lines, problems = [], []
+    for what, entries in (("verl's metrics", logged_lines(out)), ("the records", read_jsonl(out / "gdpo" / RECORD_FILE))):
+        counts = Counter(entry["step"] for entry in entries)
+        problems += [f"step {step}: {count} lines in {what} (a resumed run wrote it again)"
+                     for step, count in sorted(counts.items()) if count > 1]
     for step in range(1, steps + 1):
         data, record = metrics.get(step), records.get(step)
         if data is None:

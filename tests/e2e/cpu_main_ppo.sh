@@ -8,6 +8,7 @@
 #                            CPU_TRAINING_VENV defaults to .venv-cpu-training)
 #   OUT=dir                  required: metrics.jsonl (verl's file logger), run.log and checkpoints/ go here
 #   STEPS=n                  training steps (default 2); the checkpoint is saved after the last
+#   START_STEP=k             a run resuming from its step-k checkpoint (default 0): the supervisor counts from k
 #   STALL_TIMEOUT=s          stop the run when no step finishes for s seconds (default 300; start-up and the
 #                            first step take about 2 minutes on 2 cores, a later step seconds)
 #   PROGRESS=label           print one line per step, prefixed with label, instead of the run's whole output
@@ -62,7 +63,8 @@ CPU=(
     +ray_kwargs.ray_init.address=local +ray_kwargs.ray_init.num_cpus=8 +ray_kwargs.ray_init.num_gpus=1
     +ray_kwargs.ray_init.include_dashboard=False
 )
-SUPERVISE=(--log "$OUT/run.log" --metrics "$VERL_FILE_LOGGER_PATH" --steps "$STEPS" --stall-timeout "$STALL_TIMEOUT")
+SUPERVISE=(--log "$OUT/run.log" --metrics "$VERL_FILE_LOGGER_PATH" --steps "$STEPS" --stall-timeout "$STALL_TIMEOUT"
+           --start-step "${START_STEP:-0}")
 if [ -n "${PROGRESS:-}" ]; then
     SUPERVISE+=(--progress "$PROGRESS")
 fi

@@ -13,6 +13,9 @@
 #   OUT=dir                  where the model, data, metrics, per-step records and checkpoint go
 #                            (default outputs/cpu_training; the run's own subfolders in it are replaced)
 #   STEPS=n                  training steps (default 2)
+#   RESUME=1                 go on with the run already in OUT from its latest checkpoint, up to STEPS (its
+#                            model, data, records and metrics are kept; add trainer.save_freq=1 to the first
+#                            run to checkpoint every step)
 #   STALL_TIMEOUT=s          stop the run when no step finishes for s seconds (default 300; cpu_main_ppo.sh)
 # Anything after the script name is passed to verl as extra hydra overrides.
 set -euo pipefail
@@ -28,10 +31,25 @@ if [ ! -x "$PYTHON" ]; then
 fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-rm -rf "$OUT/model" "$OUT/data" "$OUT/checkpoints" "$OUT/gdpo" "$OUT/metrics.jsonl" "$OUT/run.log"
-
-"$PYTHON" "$ROOT/tests/e2e/tiny_model.py" "$OUT/model"
-"$PYTHON" "$ROOT/scripts/prepare_data.py" --out "$OUT/data" --local "deepscaler=$ROOT/tests/e2e/data/train.jsonl"
+RESUME_ARGS=()
+if [ "${RESUME:-0}" = 1 ]; then
+    # the same run again, from its latest checkpoint: its model, data, records and metrics are kept
+    if [ ! -f "$OUT/checkpoints/latest_checkpointed_iteration.txt" ]; then
+        echo "run_cpu_training.sh: RESUME=1 but $OUT/checkpoints holds no checkpoint to resume from." >&2
+        exit 2
+    fi
+    RESUME_ARGS=(trainer.resume_mode=auto)
+    START_STEP=$(cat "$OUT/checkpoints/latest_checkpointed_iteration.txt")
+    # verl's file logger starts metrics.jsonl afresh: keep what the runs before logged (check_run.py reads both)
+    if [ -f "$OUT/metrics.jsonl" ]; then
+        cat "$OUT/metrics.jsonl" >> "$OUT/metrics.earlier.jsonl"
+        rm "$OUT/metrics.jsonl"
+    fi
+else
+    rm -rf "$OUT/model" "$OUT/data" "$OUT/checkpoints" "$OUT/gdpo" "$OUT"/metrics*.jsonl "$OUT/run.log"
+    "$PYTHON" "$ROOT/tests/e2e/tiny_model.py" "$OUT/model"
+    "$PYTHON" "$ROOT/scripts/prepare_data.py" --out "$OUT/data" --local "deepscaler=$ROOT/tests/e2e/data/train.jsonl"
+fi
 
 TRAIN="$OUT/data/deepscaler_train.parquet"
 TASK=(
@@ -55,5 +73,5 @@ TASK=(
     actor_rollout_ref.rollout.max_num_seqs=32 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16
     trainer.project_name=gdpo_cpu trainer.experiment_name=tiny
 )
-OUT="$OUT" STEPS="$STEPS" bash "$ROOT/tests/e2e/cpu_main_ppo.sh" "${TASK[@]}" "$@"
+OUT="$OUT" STEPS="$STEPS" START_STEP="${START_STEP:-0}" bash "$ROOT/tests/e2e/cpu_main_ppo.sh" "${TASK[@]}" "${RESUME_ARGS[@]}" "$@"
 "$PYTHON" "$ROOT/tests/e2e/check_run.py" "$OUT" --steps "$STEPS"

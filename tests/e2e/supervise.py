@@ -162,7 +162,7 @@ class Supervisor:
         self.command = subprocess.Popen(args.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         reader = threading.Thread(target=self.pump, args=(self.command.stdout,), daemon=True)
         reader.start()
-        progress_at, step, died, died_at = time.monotonic(), 0, None, None
+        progress_at, step, died, died_at = time.monotonic(), args.start_step, None, None
         try:
             while True:
                 code = self.command.poll()
@@ -247,6 +247,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log", type=Path, required=True, help="the command's output is also written here")
     parser.add_argument("--metrics", type=Path, required=True, help="verl's file logger output (one line per step)")
     parser.add_argument("--steps", type=int, required=True, help="steps the run was asked for")
+    parser.add_argument("--start-step", type=int, default=0, help="steps already done (a resumed run: its checkpoint)")
     parser.add_argument("--stall-timeout", type=float, default=300.0, help="seconds without a new step (300)")
     parser.add_argument("--grace", type=float, default=20.0, help="seconds the run gets to fail by itself once a part died")
     parser.add_argument("--progress", metavar="LABEL", help="one line per step on the terminal, not the output")

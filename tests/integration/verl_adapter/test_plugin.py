@@ -138,3 +138,17 @@ def test_registration_failure_is_reported_at_error_level_even_though_verl_swallo
     assert "could not register the 'gdpo' advantage estimator" in result.stderr
     assert "verl 0.8.0 is installed" in result.stderr
     assert "refused: algorithm.adv_estimator=gdpo: gdpo-verl failed to register" in result.stdout
+
+
+def test_gdpo_verl_warnings_reach_stderr_in_any_verl_process():
+    # verl's TaskRunner prints nothing through the root logger; the plugin's own handler does.
+    code = (
+        "import logging\n"
+        "import verl\n"
+        "logging.getLogger().handlers.clear()\n"
+        "logging.getLogger().setLevel(logging.CRITICAL)\n"
+        "logging.getLogger('gdpo_verl').warning('a gdpo-verl warning')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr.count("a gdpo-verl warning") == 1

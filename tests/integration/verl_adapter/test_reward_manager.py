@@ -1,6 +1,7 @@
 """The "gdpo_verl" reward manager, and verl's real V1 dynamic-sampling filter (ReplayBuffer) reading what
 it writes, with real Ray and TransferQueue."""
 
+import time
 import uuid
 
 import numpy as np
@@ -192,3 +193,29 @@ def test_per_token_components_are_padded_to_the_maximum_response_length():
 
     with pytest.raises(ValueError, match=r"returned 1 values for 'token_level_scores_length' but the response has 4 tokens"):
         score(GdpoRewardManager(config, tiny_tokenizer(), too_short), sample("the answer is 4"))
+
+
+def test_a_reward_function_that_hangs_fails_the_call_with_the_limit_named():
+    def hangs(**kwargs):
+        time.sleep(30)
+
+    config = OmegaConf.create({"algorithm": {"gdpo_reward_keys": None, "gdpo": {"reward_timeout_s": 0.5}}, "reward": {}})
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"compute_score did not return within algorithm.gdpo.reward_timeout_s=0.5 s"):
+        score(GdpoRewardManager(config, tiny_tokenizer(), hangs), sample("4"))
+    assert time.monotonic() - start < 10
+
+
+def test_a_reward_function_that_raises_reaches_the_caller_unchanged():
+    def raises(**kwargs):
+        raise KeyError("ground_truth")
+
+    with pytest.raises(KeyError, match="ground_truth"):
+        score(manager(score=raises), sample("4"))
+
+
+@pytest.mark.parametrize("value", [0, -1, "10", True])
+def test_a_bad_reward_timeout_is_refused(value):
+    config = OmegaConf.create({"algorithm": {"gdpo_reward_keys": None, "gdpo": {"reward_timeout_s": value}}, "reward": {}})
+    with pytest.raises(ValueError, match=r"algorithm.gdpo.reward_timeout_s \(seconds, or null\)"):
+        GdpoRewardManager(config, tiny_tokenizer(), compute_score)

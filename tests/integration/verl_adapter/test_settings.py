@@ -106,3 +106,17 @@ def test_the_weight_check_leaves_other_reward_functions_alone():
     check_config(whole_config("gdpo", [1.0, 0.5], {}, path="/home/me/my_reward.py"))
     with pytest.raises(ValueError, match="length_weight must be a finite number"):
         check_config(whole_config("gdpo", [1.0, 0.5], {"length_weight": "half"}))
+
+
+def test_an_unusable_dump_dir_is_refused_before_ray_starts(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    for dump_dir, message in [
+        (tmp_path / "a_file", "is a file, not a directory"),
+        (tmp_path / "a_file" / "records", "a_file is a file, not a directory"),
+    ]:
+        config = OmegaConf.create({"algorithm": algorithm(gdpo_reward_keys=["correct"], gdpo={"dump_dir": str(dump_dir)})})
+        with pytest.raises(ValueError, match=message):
+            check_config(config)
+    config = OmegaConf.create({"algorithm": algorithm(gdpo_reward_keys=["correct"], gdpo={"dump_dir": str(tmp_path / "new" / "records")})})
+    check_config(config)  # a directory still to be made is fine, and nothing is created before training
+    assert not (tmp_path / "new").exists()

@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gdpo_verl.rewards.math_length import compute_score, final_answer, last_boxed
+from gdpo_verl.rewards.math_length import _verdict, compute_score, final_answer, last_boxed, parse_ground_truth
 from gdpo_verl.rewards.verifier import AnswerChecker
 
 
@@ -97,22 +97,70 @@ def test_bad_options_are_named(options, message):
 # ----------------------------------------------------------------------------- hostile answers
 
 
-def test_an_answer_that_would_hang_scores_zero_within_the_time_bound_and_is_counted():
+# Answers found by trying what a policy might write; each took a checker 5 s to minutes before the guards.
+HOSTILE = [
+    "9^{9^{9^{9^{9}}}}",
+    "10^{10^{10^{10}}}",
+    "(10^{10})!",
+    "\\left(10^{10}\\right)!",
+    "2^2^2^2^2^2",
+    "2^{2^{30}}",
+    "\\binom{1000000}{500000}",
+    "\\frac{1}{" * 90 + "2" + "}" * 90,
+    "(" * 30 + "1" + ")" * 30,
+]
+
+
+@pytest.mark.parametrize("answer", HOSTILE)
+def test_a_hostile_answer_is_refused_unchecked_in_well_under_two_seconds_and_counted(answer, caplog):
+    score("</think> \\boxed{1}", "1")  # a checker process is running, as in a training run
     start = time.perf_counter()
-    result = score("</think> \\boxed{9^{9^{9^{9^{9}}}}}", timeout_s=1.0)
-    assert time.perf_counter() - start < 15  # one second of checking, plus starting a fresh checker
+    result = score(f"</think> \\boxed{{{answer}}}", "1")
+    assert time.perf_counter() - start < 2.0
     assert (result["correct"], result["verify_failed"], result["answer_found"]) == (0.0, 1.0, 1.0)
-    # The checker recovers: the next answer is checked normally.
-    assert score("</think> \\boxed{4}", timeout_s=1.0)["correct"] == 1.0
+    assert "scored 0 with verify_failed=1" in caplog.text
 
 
-def test_a_check_that_math_verify_would_give_up_on_counts_as_not_made_not_as_wrong():
-    # math-verify's own 5 s limit answered "wrong" here (correct 0, verify_failed 0, nothing logged); the
-    # checker switches it off, so only timeout_s limits the check and a check cut short is counted as such.
+def test_a_correct_answer_too_costly_to_check_is_counted_as_not_checked_never_as_wrong(caplog):
+    # math-verify's own 5 s limit answered "wrong" here (correct 0, verify_failed 0, nothing logged): it is
+    # refused before math-verify sees it, and the log says why.
     start = time.perf_counter()
-    result = score("</think> \\boxed{\\frac{10000000!}{9999999!}}", "10000000", timeout_s=2.0)
-    assert time.perf_counter() - start < 15
+    result = score("</think> \\boxed{\\frac{10000000!}{9999999!}}", "10000000")
+    assert time.perf_counter() - start < 2.0
     assert (result["correct"], result["verify_failed"]) == (0.0, 1.0)
+    assert "a number of about 70,000,000 digits (more than 20,000)" in caplog.text
+
+
+def test_a_check_that_runs_past_timeout_s_counts_as_not_made_and_the_checker_recovers(caplog):
+    # 5000! passes the guards (16,326 digits) but no check answers within 1 ms: the check is cut short.
+    result = score("</think> \\boxed{5000!}", "1", timeout_s=0.001)
+    assert (result["correct"], result["verify_failed"]) == (0.0, 1.0)
+    assert "no verdict within timeout_s=0.001 s" in caplog.text
+    assert score("</think> \\boxed{4}")["correct"] == 1.0
+
+
+def test_the_checks_of_one_response_share_timeout_s():
+    checker = AnswerChecker(timeout_s=5.0, workers=1)
+    calls = []
+    checker.timed_check = lambda gold, answer, timeout_s: (calls.append(timeout_s), (True, 0.3))[1]
+    checker.timeout_s = 0.5
+    truth = parse_ground_truth({"all_of": ["1", "2", "3"]})
+    verdict = _verdict(truth, "</think> \\boxed{1, 2, 3}", "1, 2, 3", "required", checker)
+    # each check takes 0.3 s: the second gets what is left, the third finds the half second spent
+    assert verdict == (None, "timeout_s spent") and calls == pytest.approx([0.5, 0.2])
+
+
+def test_a_killed_checker_process_is_replaced_in_the_background():
+    checker = AnswerChecker(timeout_s=5.0, workers=1)
+    assert checker.check("1", "5000!", timeout_s=0.001) is None
+    deadline = time.monotonic() + 60
+    while checker._idle.empty():  # the spare starts while nobody is checking
+        assert time.monotonic() < deadline, "no spare checker process within 60 s"
+        time.sleep(0.05)
+    start = time.perf_counter()
+    assert checker.check("4", "4") is True
+    assert time.perf_counter() - start < 0.5  # no second spent importing sympy and math-verify
+    checker.close()
 
 
 @pytest.mark.parametrize(
@@ -192,3 +240,20 @@ def test_commas_inside_brackets_do_not_split_a_part():
 def test_a_malformed_ground_truth_is_a_data_error_naming_the_problem(truth, message):
     with pytest.raises(ValueError, match=message):
         score("</think> \\boxed{1}", truth)
+
+
+def test_waiting_for_a_busy_checker_process_is_not_charged_to_the_check():
+    # verl scores responses from many threads, and each reward worker has few checker processes: the time a
+    # response waits for one must not eat its timeout_s, or a busy pool would turn correct answers into
+    # verify_failed.
+    checker = AnswerChecker(workers=1)
+    assert checker.check("1", "1") is True  # the process is up
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        slow = pool.submit(checker.timed_check, "1", "\\binom{66000}{33000}")  # passes the guards; takes a while
+        time.sleep(0.05)
+        start = time.monotonic()
+        verdict, spent = pool.submit(checker.timed_check, "4", "4").result()
+        waited = time.monotonic() - start
+    assert verdict is True and slow.result()[0] is False
+    assert spent < waited - 0.1, (spent, waited)
+    checker.close()

@@ -1,0 +1,183 @@
+"""Cheap guards that refuse answers sympy would spend seconds on, before any answer reaches math-verify.
+
+A policy under RL writes whatever earns reward or costs nothing, and some short answers cost a checker
+seconds or minutes: ``10^{10^{10^{10}}}`` (sympy builds the integer), ``\\frac{10000000!}{9999999!}``,
+``\\binom{1000000}{500000}``, or brackets nested a dozen deep (math-verify's LaTeX parser is exponential in the
+depth: 10 nested parentheses took 1.4 s, 30 took 7.5 s). ``refusal(answer)`` finds these by reading the text
+only (microseconds, no sympy), and names the reason; the caller scores the answer "not checked"
+(``verify_failed``), never "wrong", so a correct answer refused here stays visible.
+
+The limits sit far above any answer of a math benchmark (they are integers of at most a few hundred digits and
+nest a few brackets deep) and far below what takes a checker a second (docs/math-length.md has the
+measurements):
+- ``MAX_NESTING``: brackets ``{} () []`` (``\\left( ... \\right)`` included) nested deeper than this;
+- ``MAX_DIGITS``: a power, factorial or binomial coefficient of numbers whose value has more digits than this
+  (``2^{2023}``: 610 digits, passes; ``2^{100000}``: 30,103, refused).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+MAX_NESTING = 6
+MAX_DIGITS = 20_000
+
+_OPEN, _CLOSE = "{([", "})]"
+_OPENERS, _CLOSERS = set(_OPEN), set(_CLOSE)
+_TOKEN = re.compile(r"\d+(?:\.\d+)?|\\[A-Za-z]+|\*\*|\S")
+# Spacing and sizing that math-verify ignores; \left( and \right) are plain brackets here.
+_IGNORED = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)(?![A-Za-z])|\\[,;:! ]")
+_SUMS = {"+", "-", ",", "=", "<", ">", "\\pm", "\\mp"}
+_PRODUCTS = {"*", "/", "\\cdot", "\\times", "\\div"}
+_BINOMIALS = {"\\binom", "\\dbinom", "\\tbinom", "\\choose"}
+
+
+def refusal(answer: str) -> str | None:
+    """Why ``answer`` is not given to math-verify (one line), or None when it may be checked."""
+    depth = nesting(answer)
+    if depth > MAX_NESTING:
+        return f"brackets nested {depth} deep (more than {MAX_NESTING})"
+    digits = _Estimate(answer).largest()
+    if digits > MAX_DIGITS:
+        shown = f"{digits:,.0f}" if digits < 1e15 else "more than 10^15"
+        return f"a number of about {shown} digits (more than {MAX_DIGITS:,})"
+    return None
+
+
+def nesting(text: str) -> int:
+    """The deepest nesting of ``{} () []`` in ``text`` (unbalanced closers are ignored)."""
+    depth = deepest = 0
+    for char in text:
+        if char in _OPEN:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in _CLOSE and depth:
+            depth -= 1
+    return deepest
+
+
+class _Estimate:
+    """Upper bounds on log10 |value| of the numeric parts of a LaTeX answer, read by a small total parser.
+
+    Every method consumes at least one token or returns, so the parser ends on any text; recursion is bounded
+    by the nesting, which ``refusal`` has already limited. A value is a float (a bound on |log10| of its
+    magnitude, so 0.5 counts as 2) or None for anything with a symbol in it, which sympy keeps symbolic.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.tokens = _TOKEN.findall(_IGNORED.sub(" ", text))
+        self.position = 0
+        self.worst = 0.0
+
+    def largest(self) -> float:
+        """The digit count of the largest power, factorial or binomial coefficient met (0 if none)."""
+        while self.position < len(self.tokens):
+            self.expression()
+            self.position += 1  # a stray closer at the top level
+        return self.worst
+
+    def peek(self) -> str | None:
+        return self.tokens[self.position] if self.position < len(self.tokens) else None
+
+    def note(self, digits: float | None) -> float | None:
+        if digits is not None:
+            self.worst = max(self.worst, digits)
+        return digits
+
+    def expression(self) -> float | None:
+        """Terms joined by operators or side by side, up to a closing bracket or the end."""
+        total: float | None = 0.0
+        operator = "*"
+        while (token := self.peek()) is not None and token not in _CLOSE:
+            if token in _SUMS or token in _PRODUCTS:
+                operator = token
+                self.position += 1
+                continue
+            value = self.postfix()
+            if total is None or value is None:
+                total = None
+            elif operator in _SUMS:
+                total = max(total, value) + math.log10(2)
+            else:  # a product or a quotient (whose numerator and denominator sympy both holds)
+                total = total + value
+            operator = "*"  # side by side multiplies
+        return total
+
+    def postfix(self) -> float | None:
+        value = self.atom()
+        while (token := self.peek()) in ("^", "**", "!", "_"):
+            self.position += 1
+            if token == "!":
+                value = self.note(_factorial_digits(value))
+            elif token == "_":
+                self.atom()
+            else:  # a tower a^b^c is read as a^(b^c), the larger reading
+                chain = [self.atom()]
+                while self.peek() in ("^", "**"):
+                    self.position += 1
+                    chain.append(self.atom())
+                exponent = chain.pop()
+                while chain:
+                    exponent = self.note(_power_digits(chain.pop(), exponent))
+                value = self.note(_power_digits(value, exponent))
+        return value
+
+    def atom(self) -> float | None:
+        token = self.peek()
+        if token is None:
+            return 0.0
+        self.position += 1
+        if token[0].isdigit():
+            return _literal_log10(token)
+        if token in _OPENERS:
+            value = self.expression()
+            if self.peek() in _CLOSERS:
+                self.position += 1
+            return value
+        if token.startswith("\\"):
+            # a command applied to the groups that follow it (\frac, \sqrt, \dfrac...): bounded by their sum
+            arguments = []
+            while self.peek() in ("{", "["):
+                arguments.append(self.atom())
+            if None in arguments:
+                return None
+            if token in _BINOMIALS and arguments:
+                return self.note(_binomial_digits(*arguments[:2]))
+            return sum(arguments)
+        return None  # a letter or a symbol
+
+
+def _literal_log10(token: str) -> float:
+    """|log10| of a decimal literal's value, from its text (a 5000-digit literal overflows a float)."""
+    whole, _, fraction = token.partition(".")
+    whole = whole.lstrip("0")
+    if whole:
+        return len(whole) - 1 + math.log10(float(f"{whole[0]}.{whole[1:16] or 0}"))
+    significant = fraction.lstrip("0")
+    if not significant:
+        return 0.0  # zero
+    return len(fraction) - len(significant) + 1 - math.log10(float(f"{significant[0]}.{significant[1:16] or 0}"))
+
+
+def _magnitude(digits: float) -> float:
+    """The value bounded by ``digits`` (infinite when too large for a float)."""
+    return math.inf if digits > 300 else 10.0**digits
+
+
+def _power_digits(base: float | None, exponent: float | None) -> float | None:
+    if base is None or exponent is None:
+        return None
+    return 0.0 if base == 0 else _magnitude(exponent) * base
+
+
+def _binomial_digits(n: float, k: float = math.inf) -> float:
+    """C(n, k) < 2^n, and C(n, k) <= n^k."""
+    return min(_magnitude(n) * math.log10(2), _magnitude(k) * n)
+
+
+def _factorial_digits(n: float | None) -> float | None:
+    if n is None:
+        return None
+    value = _magnitude(n)
+    return value * math.log10(value + 1) if math.isfinite(value) else math.inf

@@ -1,0 +1,92 @@
+"""gdpo-verl on every node of a Ray cluster, checked before training starts.
+
+verl loads plugins from entry points and, when one fails to load, logs it at DEBUG level and goes on
+(``verl/__init__.py``). On a node whose Python environment lacks gdpo-verl, "gdpo" therefore resolves to
+verl's own built-in estimator, without a word: a run whose TaskRunner lands there trains with the wrong
+estimator. ``require_plugin_on_every_node`` runs a small task pinned to each live node and stops the run,
+naming each node where "gdpo" is not this plugin's and what to do.
+
+``main_ppo`` runs the check after it connects to Ray and before it starts verl's TaskRunner (see
+``trainer_hooks``); ``gdpo-verl doctor --ray-address ...`` runs the same check against a running cluster.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from gdpo_verl.verl_adapter.environment import OURS
+
+NODE_CHECK_TIMEOUT_S = 120.0
+
+FIX = (
+    "Install gdpo-verl in the Python environment Ray runs on each such node (the same version as the driver's), "
+    "then restart Ray there (ray stop; ray start --address ...); or ship it with the job (runtime_env "
+    "py_modules/pip). Nodes added later by an autoscaler need it in their image too."
+)
+
+
+@dataclass(frozen=True)
+class NodeResolution:
+    node_id: str
+    address: str
+    resolved: str  # what "gdpo" resolves to there, "error: ..." or "no answer within N s"
+
+    @property
+    def ok(self) -> bool:
+        return self.resolved == OURS
+
+
+def plugin_on_nodes(timeout_s: float | None = None) -> list[NodeResolution]:
+    """What "gdpo" resolves to on every live node of the connected Ray cluster (``ray.init`` done)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    if timeout_s is None:
+        timeout_s = float(os.environ.get("GDPO_VERL_NODE_CHECK_TIMEOUT_S", NODE_CHECK_TIMEOUT_S))
+    def resolve() -> str:
+        # Nested, so cloudpickle sends it by value: it must run where gdpo-verl cannot be imported.
+        try:
+            from verl.trainer.ppo import core_algos
+
+            fn = core_algos.get_adv_estimator_fn("gdpo")
+        except Exception as exc:  # this probe's answer, shown to the user by the caller
+            return f"error: {type(exc).__name__}: {exc}"
+        return f"{fn.__module__}.{fn.__qualname__}"
+
+    probe = ray.remote(num_cpus=0, max_retries=0)(resolve)
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    pending = {
+        probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(): node
+        for node in nodes
+    }
+    ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=timeout_s)
+    results = []
+    for reference, node in pending.items():
+        if reference in ready:
+            resolved = ray.get(reference)
+        else:
+            ray.cancel(reference, force=True)
+            resolved = f"no answer within {timeout_s:g} s"
+        results.append(NodeResolution(node["NodeID"], node.get("NodeManagerAddress", "?"), resolved))
+    return results
+
+
+def require_plugin_on_every_node(timeout_s: float | None = None) -> list[NodeResolution]:
+    """Raise RuntimeError naming each node where "gdpo" is not gdpo-verl's estimator; else the nodes."""
+    results = plugin_on_nodes(timeout_s)
+    bad = [result for result in results if not result.ok]
+    if bad:
+        listed = "; ".join(f"node {r.address} (id {r.node_id[:12]}): {_what(r.resolved)}" for r in bad)
+        raise RuntimeError(
+            f"gdpo-verl is not active on {len(bad)} of {len(results)} Ray nodes, so \"gdpo\" would not be this "
+            f"plugin's estimator there: {listed}. {FIX}"
+        )
+    return results
+
+
+def _what(resolved: str) -> str:
+    if resolved.startswith(("error:", "no answer")):
+        return resolved
+    return f'"gdpo" resolves to {resolved} (verl\'s built-in, not gdpo-verl)'
+

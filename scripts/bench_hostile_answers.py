@@ -1,0 +1,88 @@
+"""Time the math reward on hostile answers: what a call of ``compute_score`` costs the reward worker.
+
+Each answer is scored as a response ``</think> \\boxed{answer}`` against its gold, the way verl's reward
+worker calls the reward (the checker processes already running, as in a training run). Prints one line per
+answer: the call's wall time, ``correct`` and ``verify_failed``, and the reason logged when the answer was
+not checked; then the worst time, beside the time of an ordinary answer measured in the same run.
+
+    python scripts/bench_hostile_answers.py
+    python scripts/bench_hostile_answers.py --timeout-s 10 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+import time
+
+from gdpo_verl.rewards.math_length import compute_score
+
+# (answer, gold): found by trying what a policy might write; the first are correct answers.
+HOSTILE = [
+    ("\\frac{10000000!}{9999999!}", "10000000"),
+    ("\\binom{1000000}{1}", "1000000"),
+    ("10^{10^{10^{10}}}", "1"),
+    ("9^{9^{9^{9^{9}}}}", "1"),
+    ("2^2^2^2^2^2", "1"),
+    ("2^{2^{30}}", "1"),
+    ("(10^{10})!", "1"),
+    ("\\binom{1000000}{500000}", "1"),
+    ("\\frac{1}{" * 90 + "2" + "}" * 90, "1"),
+    ("(" * 30 + "1" + ")" * 30, "1"),
+    ("(" * 6 + "1" + ")" * 6, "1"),  # as deep as the guard lets through
+    ("\\binom{60000}{30000}", "1"),  # as large as the guard lets through (18,061 digits)
+    ("5000!", "1"),
+    ("9" * 999, "1"),
+    ("{" * 500 + "}" * 500, "1"),
+]
+ORDINARY = ("\\frac{\\sqrt{3}}{2}", "\\frac{\\sqrt{3}}{2}")
+
+
+class _Reasons(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = record.getMessage()
+
+
+def timed(answer: str, gold: str, timeout_s: float, repeats: int) -> tuple[float, dict[str, float]]:
+    worst, result = 0.0, {}
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = compute_score("math", f"</think> \\boxed{{{answer}}}", gold, {"response_length": 100}, timeout_s=timeout_s)
+        worst = max(worst, time.perf_counter() - start)
+    return worst, result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--timeout-s", type=float, default=5.0, help="the reward's timeout_s option (5.0)")
+    parser.add_argument("--repeats", type=int, default=1, help="calls per answer; the slowest is shown (1)")
+    args = parser.parse_args(argv)
+    if args.timeout_s <= 0 or args.repeats < 1:
+        parser.error("--timeout-s must be > 0 and --repeats >= 1")
+    reasons = _Reasons()
+    logging.getLogger("gdpo_verl").addHandler(reasons)
+    ordinary, _ = timed(*ORDINARY, args.timeout_s, 1)  # starts the checker process
+    ordinary, _ = timed(*ORDINARY, args.timeout_s, args.repeats)
+    print(f"{'seconds':>8}  correct  verify_failed  answer  (reason)")
+    worst = 0.0
+    for answer, gold in HOSTILE:
+        reasons.last = ""
+        seconds, result = timed(answer, gold, args.timeout_s, args.repeats)
+        worst = max(worst, seconds)
+        found = re.search(r"verify_failed=1: (.*)\. \d+ so far", reasons.last)
+        why = found.group(1) if found else ""
+        shown = answer if len(answer) <= 40 else f"{answer[:37]}..."
+        print(f"{seconds:8.3f}  {result['correct']:7.0f}  {result['verify_failed']:13.0f}  {shown}  {why}")
+    print(f"worst call: {worst:.3f} s; an ordinary answer ({ORDINARY[0]}): {ordinary:.3f} s; "
+          f"ratio {worst / ordinary:.1f}x; timeout_s={args.timeout_s:g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
