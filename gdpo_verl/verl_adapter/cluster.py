@@ -44,6 +44,7 @@ def plugin_on_nodes(timeout_s: float | None = None) -> list[NodeResolution]:
 
     if timeout_s is None:
         timeout_s = float(os.environ.get("GDPO_VERL_NODE_CHECK_TIMEOUT_S", NODE_CHECK_TIMEOUT_S))
+
     def resolve() -> str:
         # Nested, so cloudpickle sends it by value: it must run where gdpo-verl cannot be imported.
         try:
