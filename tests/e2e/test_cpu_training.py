@@ -1,5 +1,6 @@
-"""Two steps of real GDPO training on the CPU, through verl's own main_ppo; and a run whose vLLM engine core is
-killed, which must stop by itself, with everything it started.
+"""Two steps of real GDPO training on the CPU, through verl's own main_ppo; a run whose vLLM engine core is
+killed, which must stop by itself, with everything it started; and a run killed inside a step and resumed from
+its checkpoint, on verl's V1 and legacy trainers, with no step lost or doubled.
 
 Nothing of verl is mocked: its V1 trainer, Ray, TransferQueue, the FSDP2 actor, the vLLM rollout server (vLLM's
 CPU build), the bucketed weight sync and the checkpoint all run for real, with this plugin's estimator,
@@ -110,6 +111,15 @@ def title(process: psutil.Process) -> str:
         return ""
 
 
+def wait_for(process: subprocess.Popen, reached, what: str, minutes: int = 15) -> None:
+    """Poll every 0.1 s (a CPU step takes 1 to 3 s) until ``reached()``; fail if the run ends or time runs out."""
+    deadline = time.monotonic() + 60 * minutes
+    while not reached():
+        assert process.poll() is None, f"the run ended before {what}:\n{process.communicate()[1][-3000:]}"
+        assert time.monotonic() < deadline, f"no {what} within {minutes} minutes"
+        time.sleep(0.1)
+
+
 def running(processes: list[psutil.Process]) -> list[psutil.Process]:
     return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
@@ -118,11 +128,7 @@ def test_a_run_whose_vllm_engine_core_dies_stops_with_everything_it_started(tmp_
     process = start_run(tmp_path, steps=4)
     run_processes: list[psutil.Process] = []
     try:
-        deadline = time.monotonic() + 900
-        while 1 not in check_run.step_metrics(tmp_path):
-            assert process.poll() is None, f"the run ended before step 1:\n{process.communicate()[1][-3000:]}"
-            assert time.monotonic() < deadline, "no step 1 within 15 minutes"
-            time.sleep(0.2)
+        wait_for(process, lambda: 1 in check_run.step_metrics(tmp_path), "step 1 in verl's metrics")
         run_processes = psutil.Process(process.pid).children(recursive=True)
         engine = next(p for p in run_processes if title(p).startswith("VLLM::EngineCore"))
         engine.kill()
@@ -171,8 +177,11 @@ def latest_checkpoint(out: Path) -> int:
     return int((out / "checkpoints" / "latest_checkpointed_iteration.txt").read_text())
 
 
-def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or_doubled(tmp_path):
-    every_step = ["trainer.save_freq=1"]
+@pytest.mark.parametrize("trainer", ["v1", "legacy"])
+def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or_doubled(tmp_path, trainer):
+    # verl's V1 trainer (its default) and the legacy one (RayPPOTrainer.fit): both number the records by their
+    # own global step, so both must resume the same way
+    every_step = ["trainer.save_freq=1", f"trainer.use_v1={trainer == 'v1'}"]
     # 1. two steps, a checkpoint after each
     finish_run(start_run(tmp_path, 2, *every_step), "the first run (STEPS=2)")
     assert latest_checkpoint(tmp_path) == 2
@@ -181,11 +190,7 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
     # in step 3, after the advantage step wrote its record and before the step's checkpoint
     process = start_run(tmp_path, 4, *every_step, resume=True)
     try:
-        deadline = time.monotonic() + 900
-        while 3 not in check_run.step_records(tmp_path):
-            assert process.poll() is None, f"the resumed run ended before step 3:\n{process.communicate()[1][-3000:]}"
-            assert time.monotonic() < deadline, "no record of step 3 within 15 minutes"
-            time.sleep(0.1)
+        wait_for(process, lambda: 3 in check_run.step_records(tmp_path), "the resumed run's record of step 3")
         driver = next(p for p in psutil.Process(process.pid).children(recursive=True) if is_driver(p))
         driver.kill()
         _, stderr = process.communicate(timeout=180)
