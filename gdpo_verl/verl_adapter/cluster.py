@@ -65,7 +65,10 @@ def plugin_on_nodes(timeout_s: float | None = None) -> list[NodeResolution]:
     results = []
     for reference, node in pending.items():
         if reference in ready:
-            resolved = ray.get(reference)
+            try:
+                resolved = ray.get(reference)
+            except ray.exceptions.RayError as exc:  # the probe's process died there: that node's answer
+                resolved = f"error: {type(exc).__name__}: {str(exc).splitlines()[0].rstrip('.')}"
         else:
             ray.cancel(reference, force=True)
             resolved = f"no answer within {timeout_s:g} s"

@@ -11,6 +11,8 @@ node, each a raylet of its own), with token authentication, run by test_multi_no
    hands every worker the driver's ``sys.path``): verl there falls back to its built-in "gdpo" without a word,
    and ``require_plugin_on_every_node`` must refuse the cluster, naming that node; verl's own ``main_ppo``
    pointed at the cluster must stop the same way after it connects, before its TaskRunner starts.
+4. That node leaves, and one joins whose worker process dies in the check (it exits while importing verl's
+   estimators): the check must still name the node, with what happened there, not fail with Ray's own error.
 
 Prints one JSON line per result for the test to read.
 """
@@ -39,6 +41,21 @@ class NotInstalled(importlib.abc.MetaPathFinder):
 
 
 sys.meta_path.insert(0, NotInstalled())
+"""
+
+DIES_IN_THE_CHECK = """import importlib.abc
+import os
+import sys
+
+
+class Dies(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "verl.trainer.ppo.core_algos":
+            os._exit(1)
+        return None
+
+
+sys.meta_path.insert(0, Dies())
 """
 
 
@@ -132,6 +149,16 @@ def main() -> None:
         say(main_ppo_code=run.returncode, main_ppo_connected="ray init kwargs" in run.stdout,
             main_ppo_refused=next((line for line in run.stderr.splitlines() if "gdpo-verl is not active" in line), None),
             task_runner_started="(TaskRunnerV1 pid=" in run.stdout + run.stderr, main_ppo_tail=run.stderr[-1500:])
+
+        cluster.remove_node(bare)
+        dying = Path(tempfile.mkdtemp(prefix="dies_in_check_"))
+        (dying / "sitecustomize.py").write_text(DIES_IN_THE_CHECK)
+        crashing = cluster.add_node(**common, num_cpus=1, env_vars={"PYTHONPATH": str(dying)})
+        try:
+            require_plugin_on_every_node()
+            say(crashing_node=crashing.node_id, crashed_refused=None)
+        except RuntimeError as error:
+            say(crashing_node=crashing.node_id, crashed_refused=str(error))
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -1,8 +1,8 @@
 """gdpo-verl on a real multi-node Ray cluster (two raylets on this machine, token authentication on): "gdpo"
 resolves to this plugin on every node; verl's V1 advantage stage run on a node other than the driver's reads
 the components from TransferQueue and gives the driver's in-process result; a node that cannot import
-gdpo-verl is refused by name before training. multi_node_run.py does it in a process of its own (its own
-Ray, away from the other tests' local one)."""
+gdpo-verl is refused by name before training, and so is one whose check process dies. multi_node_run.py
+does it in a process of its own (its own Ray, away from the other tests' local one)."""
 
 import json
 import subprocess
@@ -56,3 +56,10 @@ def test_main_ppo_on_that_cluster_stops_before_its_task_runner_starts(results):
     assert results["main_ppo_refused"] is not None, f"main_ppo did not run the node check:\n{results['main_ppo_tail']}"
     assert f"(id {results['bare_node'][:12]})" in results["main_ppo_refused"]
     assert not results["task_runner_started"], results["main_ppo_tail"]
+
+
+def test_a_node_whose_worker_dies_in_the_check_is_named_with_what_happened(results):
+    refused = results["crashed_refused"]
+    assert refused is not None, "the cluster with a node whose check died was accepted"
+    assert refused.startswith("gdpo-verl is not active on 1 of 3 Ray nodes")
+    assert f"(id {results['crashing_node'][:12]}): error: " in refused
