@@ -27,15 +27,25 @@ logger = logging.getLogger("gdpo_verl")
 def show_warnings() -> None:
     """Give the "gdpo_verl" logger a stderr handler of its own in every verl process (as verl does for its
     "verl" logger), so its warnings (records set aside on resume, answers not checked, ...) reach the run's
-    output: in verl's TaskRunner the root logger prints nothing. Level: GDPO_VERL_LOGGING_LEVEL (WARNING)."""
+    output: in verl's TaskRunner the root logger prints nothing. Level: GDPO_VERL_LOGGING_LEVEL (WARNING).
+
+    An unknown level raises (after the handler is in place, so the error is shown): a typo there must not
+    make the plugin fail to load, which verl would pass over and train with its own "gdpo"."""
     if any(getattr(handler, "name", None) == "gdpo_verl" for handler in logger.handlers):
         return
     handler = logging.StreamHandler()
     handler.name = "gdpo_verl"
     handler.setFormatter(logging.Formatter("%(levelname)s:%(asctime)s:%(message)s"))
     logger.addHandler(handler)
-    logger.setLevel(os.environ.get("GDPO_VERL_LOGGING_LEVEL", "WARNING"))
     logger.propagate = False
+    name = os.environ.get("GDPO_VERL_LOGGING_LEVEL", "WARNING")
+    level = logging.getLevelName(name.strip().upper())
+    if not isinstance(level, int):
+        logger.setLevel(logging.WARNING)
+        raise ValueError(
+            f"GDPO_VERL_LOGGING_LEVEL={name!r} is not a logging level; set DEBUG, INFO, WARNING or ERROR, or unset it."
+        )
+    logger.setLevel(level)
 
 
 def installed_verl_version() -> str:
@@ -49,6 +59,7 @@ def register() -> None:
     # Looked up through the module every time: verl's own tests rebind the dict.
     registry = core_algos.ADV_ESTIMATOR_REGISTRY
     try:
+        show_warnings()
         installed = installed_verl_version()
         if Version(installed) not in SUPPORTED_VERL:
             raise RuntimeError(
@@ -87,7 +98,6 @@ def _refusing_estimator(reason: BaseException) -> Callable[..., Any]:
     return compute_gdpo_unavailable
 
 
-show_warnings()
 try:
     register()
 except Exception as _exc:

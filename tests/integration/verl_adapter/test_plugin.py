@@ -152,3 +152,23 @@ def test_gdpo_verl_warnings_reach_stderr_in_any_verl_process():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stderr.count("a gdpo-verl warning") == 1
+
+
+def test_an_unknown_logging_level_refuses_gdpo_instead_of_leaving_verls_builtin():
+    # verl passes over a plugin that fails to load: a typo in GDPO_VERL_LOGGING_LEVEL must not do that silently.
+    script = RESOLVE + (
+        "try:\n"
+        "    fn(token_level_rewards=None, response_mask=None)\n"
+        "except RuntimeError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    env = {**os.environ, "GDPO_VERL_LOGGING_LEVEL": "verbose"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "GDPO_VERL_LOGGING_LEVEL='verbose' is not a logging level" in result.stderr
+    assert "refused: algorithm.adv_estimator=gdpo: gdpo-verl failed to register" in result.stdout
+    # a level in lower case is a level
+    env["GDPO_VERL_LOGGING_LEVEL"] = "info"
+    result = subprocess.run([sys.executable, "-c", RESOLVE], capture_output=True, text=True, timeout=180, env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"resolved: {OURS}" in result.stdout
