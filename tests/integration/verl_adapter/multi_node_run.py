@@ -127,14 +127,21 @@ def main() -> None:
         say(stage_node=stage_node, driver_node=driver_node, worker_node=worker.node_id, max_difference=difference,
             gdpo_metrics=sorted(key for key in metrics if key.startswith("gdpo/")))
 
-        shadow = Path(tempfile.mkdtemp(prefix="no_gdpo_verl_"))
-        (shadow / "sitecustomize.py").write_text(NOT_INSTALLED)
-        bare = cluster.add_node(**common, num_cpus=1, env_vars={"PYTHONPATH": str(shadow)})
-        try:
-            require_plugin_on_every_node()
-            say(bare_node=bare.node_id, refused=None)
-        except RuntimeError as error:
-            say(bare_node=bare.node_id, refused=str(error))
+        def node_starting_with(sitecustomize: str):
+            """A node whose Python processes run ``sitecustomize`` first."""
+            folder = Path(tempfile.mkdtemp(prefix="gdpo_verl_node_"))
+            (folder / "sitecustomize.py").write_text(sitecustomize)
+            return cluster.add_node(**common, num_cpus=1, env_vars={"PYTHONPATH": str(folder)})
+
+        def refusal() -> str | None:
+            try:
+                require_plugin_on_every_node()
+            except RuntimeError as error:
+                return str(error)
+            return None
+
+        bare = node_starting_with(NOT_INSTALLED)
+        say(bare_node=bare.node_id, refused=refusal())
 
         # verl's own main_ppo, pointed at this cluster: it stops after connecting, before its TaskRunner starts
         with tempfile.TemporaryDirectory() as outputs:  # hydra writes its outputs/ folder in the cwd
@@ -151,14 +158,8 @@ def main() -> None:
             task_runner_started="(TaskRunnerV1 pid=" in run.stdout + run.stderr, main_ppo_tail=run.stderr[-1500:])
 
         cluster.remove_node(bare)
-        dying = Path(tempfile.mkdtemp(prefix="dies_in_check_"))
-        (dying / "sitecustomize.py").write_text(DIES_IN_THE_CHECK)
-        crashing = cluster.add_node(**common, num_cpus=1, env_vars={"PYTHONPATH": str(dying)})
-        try:
-            require_plugin_on_every_node()
-            say(crashing_node=crashing.node_id, crashed_refused=None)
-        except RuntimeError as error:
-            say(crashing_node=crashing.node_id, crashed_refused=str(error))
+        crashing = node_starting_with(DIES_IN_THE_CHECK)
+        say(crashing_node=crashing.node_id, crashed_refused=refusal())
     finally:
         ray.shutdown()
         cluster.shutdown()
