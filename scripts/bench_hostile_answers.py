@@ -6,7 +6,7 @@ answer: the call's wall time, ``correct`` and ``verify_failed``, and the reason 
 not checked; then the worst time, beside the time of an ordinary answer measured in the same run.
 
     python scripts/bench_hostile_answers.py
-    python scripts/bench_hostile_answers.py --timeout-s 10 --repeats 3
+    python scripts/bench_hostile_answers.py --timeout-s 5 --repeats 3
 """
 
 from __future__ import annotations
@@ -36,6 +36,14 @@ HOSTILE = [
     ("5000!", "1"),
     ("9" * 999, "1"),
     ("{" * 500 + "}" * 500, "1"),
+    ("\\prod_{k=1}^{10^{7}} k", "1"),
+    ("\\Gamma(10^{7})", "1"),
+    ("\\sum_{k=1}^{100000} k^{k}", "1"),
+    ("\\sum_{k=1}^{100} k^{k}", "1"),  # as many terms as the guard lets through
+    ("\\prod_{k=1}^{100} k!", "1"),
+    ("2^{2^{11}}", "2^{2048}"),  # correct; ran into the timeout before the checker evaluated integer towers
+    ("2^{2^{2^{2^{2}}}}", "2^{65536}"),  # correct; 19,729 digits
+    ("7 \\\\ 5", "5"),  # hedged: never correct
 ]
 ORDINARY = ("\\frac{\\sqrt{3}}{2}", "\\frac{\\sqrt{3}}{2}")
 
@@ -60,7 +68,7 @@ def timed(answer: str, gold: str, timeout_s: float, repeats: int) -> tuple[float
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--timeout-s", type=float, default=5.0, help="the reward's timeout_s option (5.0)")
+    parser.add_argument("--timeout-s", type=float, default=2.0, help="the reward's timeout_s option (2.0)")
     parser.add_argument("--repeats", type=int, default=1, help="calls per answer; the slowest is shown (1)")
     args = parser.parse_args(argv)
     if args.timeout_s <= 0 or args.repeats < 1:
@@ -69,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("gdpo_verl").addHandler(reasons)
     ordinary, _ = timed(*ORDINARY, args.timeout_s, 1)  # starts the checker process
     ordinary, _ = timed(*ORDINARY, args.timeout_s, args.repeats)
-    print(f"{'seconds':>8}  correct  verify_failed  answer  (reason)")
+    print(f"{'seconds':>8}  correct  hedged  verify_failed  answer  (reason)")
     worst = 0.0
     for answer, gold in HOSTILE:
         reasons.last = ""
@@ -78,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         found = re.search(r"verify_failed=1: (.*)\. \d+ so far", reasons.last)
         why = found.group(1) if found else ""
         shown = answer if len(answer) <= 40 else f"{answer[:37]}..."
-        print(f"{seconds:8.3f}  {result['correct']:7.0f}  {result['verify_failed']:13.0f}  {shown}  {why}")
+        print(f"{seconds:8.3f}  {result['correct']:7.0f}  {result['hedged']:6.0f}  {result['verify_failed']:13.0f}  "
+              f"{shown}  {why}")
     print(f"worst call: {worst:.3f} s; an ordinary answer ({ORDINARY[0]}): {ordinary:.3f} s; "
           f"ratio {worst / ordinary:.1f}x; timeout_s={args.timeout_s:g}")
     return 0

@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from gdpo_verl.jsonl import read_rows
+from gdpo_verl.rewards.answer_guard import plain_number
 
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 
@@ -69,12 +73,19 @@ def answer_text(value: Any) -> str | None:
     """One answer as a string ($...$ stripped), or None when unusable."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, (int, float)):
-        return str(int(value)) if float(value).is_integer() else str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):  # a missing answer read as NaN: no ground truth (counted, not written)
+            return None
+        text = format(Decimal(repr(value)), "f")  # 5e-05 -> 0.00005, 1e16 -> 10000000000000000
+        return text.rstrip("0").rstrip(".") if "." in text else text
     if not isinstance(value, str):
         return None
-    text = value.strip().strip("$").strip()
-    return text or None
+    text = plain_number(value.strip().strip("$").strip())
+    if not text or re.fullmatch(r"[+-]?(?:nan|inf|infinity)", text, re.IGNORECASE):
+        return None
+    return text
 
 
 def ground_truth(value: Any, multi_part: bool) -> str | None:

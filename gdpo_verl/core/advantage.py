@@ -186,7 +186,7 @@ def group_ids(index: Any, batch_size: int, device: torch.device | str | None = N
     if isinstance(index, torch.Tensor):
         if index.dim() != 1 or index.shape[0] != batch_size:
             raise ValueError(f"index must have shape ({batch_size},) like the batch; got {tuple(index.shape)}.")
-        if index.is_floating_point() or index.is_complex():
+        if index.is_floating_point() or index.is_complex() or index.dtype == torch.bool:
             raise ValueError(f"an index tensor must hold integer group ids; got dtype {index.dtype}.")
         uniques, ids = torch.unique(index.to(device), return_inverse=True)
         return ids, int(uniques.numel())
@@ -201,7 +201,37 @@ def group_ids(index: Any, batch_size: int, device: torch.device | str | None = N
             "index labels must be mutually comparable (for example all strings, as verl's uid); "
             f"got a mix of types: {sorted({type(v).__name__ for v in labels.tolist()})}."
         ) from exc
+    _check_labels(index, labels, uniques)
     return torch.as_tensor(ids.reshape(-1), dtype=torch.long, device=device), len(uniques)
+
+
+def _check_labels(index: Any, labels: np.ndarray, uniques: np.ndarray) -> None:
+    """Refuse group labels that would merge or split groups silently: a bool (``True == 1``, so the uids
+    ``True`` and ``1`` would be one group) and NaN (a float array puts every NaN in one group, an object
+    array each NaN in a group of its own). ``labels`` is ``np.asarray(index)``, which turns ``[True, 1]`` into
+    ``[1, 1]``: a list is checked by its own items. ``uniques``: the distinct labels; when they are all strings
+    (verl's uids) so are the labels, and nothing more is looked at."""
+    fix = "Give every response the uid of its prompt, all of one type (verl's uid: one string per prompt)."
+    if labels.dtype.kind == "b":
+        raise ValueError(f"group ids (uid) must not be bools; got {labels[0]!r} at response 0: True equals 1 and "
+                         f"False equals 0, so bool uids merge with the uids 1 and 0. {fix}")
+    if labels.dtype.kind == "f":
+        nan = np.flatnonzero(np.isnan(labels))
+        if nan.size:
+            raise ValueError(f"group id (uid) nan at {nan.size} response(s), the first response {nan[0]}: NaN is not a "
+                             f"group (NaN uids would fall into one group). {fix}")
+    if labels.dtype != object and isinstance(index, np.ndarray):
+        return
+    if set(map(type, uniques.tolist())) <= {str}:
+        return
+    values = labels.tolist() if isinstance(index, np.ndarray) else list(index)
+    for row, value in enumerate(values):
+        if isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"group id (uid) {value!r} at response {row} is a bool: True equals 1 and False equals 0, "
+                             f"so bool uids merge with the uids 1 and 0. {fix}")
+        if isinstance(value, (float, np.floating)) and math.isnan(value):
+            raise ValueError(f"group id (uid) nan at response {row}: NaN is not a group (each NaN uid would form a "
+                             f"group of its own). {fix}")
 
 
 def group_normalize(

@@ -116,16 +116,27 @@ def distinct_per_group(values: torch.Tensor, group: torch.Tensor, num_groups: in
 
 
 def distinct_counts(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
-    """``(num_groups,)`` long: the number of distinct ``values`` ``(B,)`` (rounded) in each group."""
+    """``(num_groups,)`` long: the number of distinct ``values`` ``(B,)`` (rounded) in each group.
+
+    Values above ~1.8e302 in magnitude overflow when scaled for rounding; they are whole numbers already and
+    are compared as they are (an infinite value counts as one value, each NaN as its own).
+    """
     rounded = torch.round(values * 10**DISTINCT_DECIMALS)
-    low, high = rounded.min().item(), rounded.max().item()
-    span = int(high - low + 1)
-    if span * num_groups < 2**62:
-        # One int64 key per (group, value), then a flat unique (torch.unique(dim=...) is ~50x slower).
-        keys = group * span + (rounded - low).to(torch.int64)
-    else:  # values too spread out to pack next to the group id: pack the group with the value's rank
-        span = values.shape[0]
-        keys = group * span + torch.unique(rounded, return_inverse=True)[1]
+    scaled = torch.isfinite(rounded)
+    if values.shape[0] and bool(scaled.all()):
+        low, high = rounded.min().item(), rounded.max().item()
+        span = int(high - low + 1)
+        if span * num_groups < 2**62:
+            # One int64 key per (group, value), then a flat unique (torch.unique(dim=...) is ~50x slower).
+            keys = group * span + (rounded - low).to(torch.int64)
+            return torch.bincount(torch.unique(keys) // span, minlength=num_groups)
+    # Values too spread out to pack next to the group id, or too large to scale: pack the group with the
+    # value's rank, ranking the scaled values and the unscaled ones apart (1e297 scaled is not 1e303).
+    rank = torch.empty(values.shape[0], dtype=torch.long, device=values.device)
+    scaled_uniques, rank[scaled] = torch.unique(rounded[scaled], return_inverse=True)
+    rank[~scaled] = torch.unique(values[~scaled], return_inverse=True)[1] + scaled_uniques.numel()
+    span = max(values.shape[0], 1)
+    keys = group * span + rank
     return torch.bincount(torch.unique(keys) // span, minlength=num_groups)
 
 

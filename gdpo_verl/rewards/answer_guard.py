@@ -11,17 +11,25 @@ The limits sit far above any answer of a math benchmark (they are integers of at
 nest a few brackets deep) and far below what takes a checker a second (docs/math-length.md has the
 measurements):
 - ``MAX_NESTING``: brackets ``{} () []`` (``\\left( ... \\right)`` included) nested deeper than this;
-- ``MAX_DIGITS``: a power, factorial or binomial coefficient of numbers whose value has more digits than this
-  (``2^{2023}``: 610 digits, passes; ``2^{100000}``: 30,103, refused).
+- ``MAX_DIGITS``: a power, factorial, Gamma value or binomial coefficient of numbers whose value has more digits
+  than this (``2^{2023}``: 610 digits, passes; ``2^{100000}``: 30,103, refused);
+- ``MAX_TERMS``: a ``\\sum`` or ``\\prod`` whose upper limit is a number above this (sympy evaluates it term by
+  term: ``\\prod_{k=1}^{10^{7}} k`` ran past any timeout).
+
+The module also reads answers for the checker, as text only: ``hedge_pieces`` (the values an answer states, to
+refuse credit to an answer that lists several) and ``plain_number`` (a number written as ``5e-05`` or
+``1\\,000\\,000``, which math-verify misreads, in plain digits).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 
 MAX_NESTING = 6
 MAX_DIGITS = 20_000
+MAX_TERMS = 100
 
 _OPEN, _CLOSE = "{([", "})]"
 _OPENERS, _CLOSERS = set(_OPEN), set(_CLOSE)
@@ -31,6 +39,8 @@ _IGNORED = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)(?![A-Za-z])|\\[,;:! ]
 _SUMS = {"+", "-", ",", "=", "<", ">", "\\pm", "\\mp"}
 _PRODUCTS = {"*", "/", "\\cdot", "\\times", "\\div"}
 _BINOMIALS = {"\\binom", "\\dbinom", "\\tbinom", "\\choose"}
+_BIG_OPERATORS = {"\\sum", "\\prod"}
+_MAX_DEPTH = 64
 
 
 def refusal(answer: str) -> str | None:
@@ -38,11 +48,17 @@ def refusal(answer: str) -> str | None:
     depth = nesting(answer)
     if depth > MAX_NESTING:
         return f"brackets nested {depth} deep (more than {MAX_NESTING})"
-    digits = _Estimate(answer).largest()
+    estimate = _Estimate(answer)
+    digits = estimate.largest()
     if digits > MAX_DIGITS:
-        shown = f"{digits:,.0f}" if digits < 1e15 else "more than 10^15"
-        return f"a number of about {shown} digits (more than {MAX_DIGITS:,})"
+        return f"a number of about {_shown(digits)} digits (more than {MAX_DIGITS:,})"
+    if estimate.terms > math.log10(MAX_TERMS):
+        return f"a sum or product of about 10^{_shown(estimate.terms)} terms (more than {MAX_TERMS:,})"
     return None
+
+
+def _shown(value: float) -> str:
+    return f"{value:,.0f}" if value < 1e15 else "more than 10^15"
 
 
 def nesting(text: str) -> int:
@@ -69,6 +85,8 @@ class _Estimate:
         self.tokens = _TOKEN.findall(_IGNORED.sub(" ", text))
         self.position = 0
         self.worst = 0.0
+        self.terms = 0.0  # log10 of the largest upper limit of a \\sum or \\prod
+        self.depth = 0  # atoms inside atoms: bounded by the nesting, and by _MAX_DEPTH for \\Gamma\\Gamma... chains
 
     def largest(self) -> float:
         """The digit count of the largest power, factorial or binomial coefficient met (0 if none)."""
@@ -124,6 +142,16 @@ class _Estimate:
         return value
 
     def atom(self) -> float | None:
+        if self.depth >= _MAX_DEPTH:  # a chain of commands that read atoms (\\Gamma\\Gamma...): read no deeper
+            self.position += 1
+            return None
+        self.depth += 1
+        try:
+            return self._atom()
+        finally:
+            self.depth -= 1
+
+    def _atom(self) -> float | None:
         token = self.peek()
         if token is None:
             return 0.0
@@ -135,6 +163,16 @@ class _Estimate:
             if self.peek() in _CLOSERS:
                 self.position += 1
             return value
+        if token in _BIG_OPERATORS:  # its limits follow; the upper one bounds the terms sympy evaluates
+            while self.peek() in ("_", "^"):
+                upper = self.tokens[self.position] == "^"
+                self.position += 1
+                limit = self.atom()
+                if upper and limit is not None:  # a symbolic limit (n) keeps the sum symbolic
+                    self.terms = max(self.terms, limit)
+            return 0.0
+        if token == "\\Gamma":  # Gamma(n) = (n-1)!, which sympy computes as soon as it reads it
+            return self.note(_factorial_digits(self.atom()))
         if token.startswith("\\"):
             # a command applied to the groups that follow it (\frac, \sqrt, \dfrac...): bounded by their sum
             arguments = []
@@ -181,3 +219,68 @@ def _factorial_digits(n: float | None) -> float | None:
         return None
     value = _magnitude(n)
     return value * math.log10(value + 1) if math.isfinite(value) else math.inf
+
+
+# ------------------------------------------------------------------------------------------- reading answers
+
+# A line break, a new math segment, a semicolon or a logical or: what separates values an answer lists.
+_SEPARATOR = re.compile(
+    r"\\\\(?:\[[^\]]*\])?|\\(?:newline|cr|lor|vee|quad|qquad)(?![A-Za-z])|[$;]|(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])"
+)
+_TEXT_GROUP = re.compile(r"\\(?:text[a-z]*|mbox|mathrm)\s*\{([^{}]*)\}")
+_HEDGE_TEXT = re.compile(r"[\s,;.]*(?:(?:or|and|either|otherwise)(?![A-Za-z])[\s,;.]*)*", re.IGNORECASE)
+_ENVIRONMENT = re.compile(r"\\begin\{([^{}]*)\}.*?\\end\{\1\}", re.DOTALL)
+
+
+def hedge_pieces(answer: str) -> list[str]:
+    """The parts of ``answer`` that each state a value, split where an answer lists alternatives: ``\\\\`` (a new
+    line), ``\\newline``, ``\\cr``, ``$`` (a new math segment), ``;``, ``\\lor``, ``\\vee``, ``\\quad``,
+    ``\\qquad``, the words "or" / "and" and a ``\\text{}`` holding only such words or punctuation. Only separators
+    outside braces and outside ``\\begin{...}...\\end{...}`` (matrices, cases) count; a part that is only text
+    (``\\text{ cm}``) states no value. One piece (or none) is the usual case."""
+    text = answer
+    pieces, start, depth, position = [], 0, 0, 0
+    while position < len(text):
+        if depth == 0:
+            environment = _ENVIRONMENT.match(text, position)
+            if environment:
+                position = environment.end()
+                continue
+            group = _TEXT_GROUP.match(text, position)
+            if group:
+                if group.group(1).strip() and _HEDGE_TEXT.fullmatch(group.group(1)):
+                    pieces.append(text[start:position])
+                    start = group.end()
+                position = group.end()
+                continue
+            separator = _SEPARATOR.match(text, position)
+            if separator:
+                pieces.append(text[start:position])
+                position = start = separator.end()
+                continue
+        character = text[position]
+        if character == "\\":
+            position += 2  # an escaped character (\\{) or the start of a command
+            continue
+        if character == "{":
+            depth += 1
+        elif character == "}":
+            depth = max(0, depth - 1)
+        position += 1
+    pieces.append(text[start:])
+    return [piece.strip() for piece in pieces if re.search(r"[A-Za-z0-9]", _TEXT_GROUP.sub("", piece))]
+
+
+_SCIENTIFIC = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)[eE][+-]?\d{1,3}")
+# A thin space (or another spacing) between groups of three digits: 1\,000\,000.
+_DIGIT_GROUPING = re.compile(r"(?<=\d)(?:\\[,!; ]|\{,\}|~|\\thinspace\s*)(?=\d{3}(?!\d))")
+
+
+def plain_number(text: str) -> str:
+    """``text`` with a number in scientific notation (``5e-05``, as Python prints floats; math-verify reads it as
+    5e - 5) written out in decimal digits, and digit groups joined (``1\\,000\\,000`` -> ``1000000``, which
+    math-verify reads as 1 * 0 * 0); any other text as it is."""
+    stripped = text.strip()
+    if _SCIENTIFIC.fullmatch(stripped):
+        return format(Decimal(stripped), "f")
+    return _DIGIT_GROUPING.sub("", text)

@@ -14,29 +14,38 @@ parts with top-level commas. The two structured forms may also come as their JSO
     score            correct_weight * correct + length_weight * length: the summed reward GRPO trains on and
                      dynamic sampling filters on (pass the weights GDPO gets in algorithm.gdpo_reward_weights)
     correct          1 when the final answer (the last \\boxed{} after the reasoning) equals the ground
-                     truth according to math-verify, else 0
+                     truth according to math-verify and states one value, else 0
     length           1 when the response has at most ``max_length`` tokens (and, with
                      ``conditioned=True``, is also correct: the paper's conditioned length reward)
     short            1 when the response has at most ``max_length`` tokens, whatever the correctness
     response_length  the response's token count
     answer_found     1 when a final \\boxed{} answer was found
-    verify_failed    1 when the answer could not be checked (scored 0, logged with the reason): its checks ran
-                     past ``timeout_s`` or their process died, or the answer was refused unchecked as too long
-                     or as one sympy would spend seconds on (gdpo_verl/rewards/answer_guard.py)
+    hedged           1 when the answer lists several different values (``7 \\\\ 5``, ``7 \\text{ or } 5``): never
+                     correct, whichever of them is right (docs/math-length.md, "Hedged answers")
+    verify_failed    1 when the answer could not be checked (scored 0, logged with the reason): the call ran
+                     past ``timeout_s`` (a long check, a busy or restarting checker pool), a checker process died
+                     or math-verify raised, or the answer was refused unchecked as too long or as one sympy would
+                     spend seconds on (gdpo_verl/rewards/answer_guard.py)
+
+A call returns within ``timeout_s`` (2 s by default), whatever the answer; the first call in a process also
+waits for the checker processes to start (a second or two: they import sympy and math-verify).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import numbers
+import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gdpo_verl.core.checks import boolean, finite_number, whole_number
-from gdpo_verl.rewards.answer_guard import refusal
-from gdpo_verl.rewards.verifier import AnswerChecker
+from gdpo_verl.rewards.answer_guard import plain_number, refusal
+from gdpo_verl.rewards.verifier import AnswerChecker, Verdict
 
 logger = logging.getLogger("gdpo_verl")
 
@@ -48,7 +57,10 @@ MAX_ANSWER_CHARS = 1000
 # What verl's reward managers themselves pass besides the reward_kwargs; anything else is a misspelled option.
 VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
 
-_checkers: dict[float, AnswerChecker] = {}
+# Ground truths that are a float NaN or infinity written as text (pandas and Python write them so): a data error.
+_NOT_A_NUMBER = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+
+_checker = AnswerChecker()
 _failures = 0
 
 
@@ -60,7 +72,7 @@ def compute_score(
     max_length: int = 4000,
     conditioned: bool = False,
     think: str = "required",
-    timeout_s: float = 5.0,
+    timeout_s: float = 2.0,
     correct_weight: float = 1.0,
     length_weight: float = 1.0,
     **kwargs: Any,
@@ -74,8 +86,8 @@ def compute_score(
             (DeepSeek-R1 distills): a response without ``</think>`` was cut off inside its reasoning and is
             not correct. ``"none"`` for models that answer directly (Qwen3-4B-Instruct): the whole response
             is the answer part.
-        timeout_s: the longest the checks of one response may take together (a check cut short is counted
-            in ``verify_failed``).
+        timeout_s: the longest one call may take: waiting for a free checker process and every check of the
+            response together (what is not checked by then is counted in ``verify_failed``).
         correct_weight, length_weight: the weights of ``score``. The recipes pass the weights of
             ``algorithm.gdpo_reward_weights`` here too, so that GRPO, dynamic sampling and GDPO all see the
             same weighted objective (gdpo-verl refuses a config where the two differ).
@@ -98,19 +110,21 @@ def compute_score(
         )
     truth = parse_ground_truth(ground_truth)
     answer = final_answer(solution_str, think)
-    verdict, why = False, ""
+    _checker.start()  # the first call in a process waits for the checker processes here, outside timeout_s
+    deadline = time.monotonic() + timeout_s
+    verdict = Verdict(False)
     if answer is not None:
-        verdict, why = _verdict(truth, solution_str, answer, think, _checker(timeout_s))
-    if verdict is None:
+        verdict = _verdict(truth, solution_str, answer, think, _checker, deadline)
+    if verdict.value is None:
         _failures += 1
         logger.warning(
             "gdpo-verl math_length: could not check the answer %.80r, scored 0 with verify_failed=1: %s. "
             "%d so far in this process.",
             answer,
-            why,
+            verdict.why,
             _failures,
         )
-    correct = float(verdict is True)
+    correct = float(verdict.value is True)
     short = float(response_length <= max_length)
     length = short * correct if conditioned else short
     return {
@@ -120,7 +134,8 @@ def compute_score(
         "short": short,
         "response_length": float(response_length),
         "answer_found": float(answer is not None),
-        "verify_failed": float(verdict is None),
+        "hedged": float(verdict.hedged),
+        "verify_failed": float(verdict.value is None),
     }
 
 
@@ -161,46 +176,47 @@ def parse_ground_truth(value: Any) -> MathTruth:
 
 
 def _answer_text(value: Any, what: str) -> str:
+    """One answer as checked: numbers (``5e-05``, a float) in plain decimal digits; NaN and infinity refused."""
     if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)) or not str(value).strip():
         raise ValueError(f"{what} must be a non-empty string or a number; got {value!r}.")
-    return str(value).strip()
+    if isinstance(value, numbers.Real) and not math.isfinite(value) or _NOT_A_NUMBER.fullmatch(str(value).strip()):
+        raise ValueError(
+            f"{what} is {value!r}: a float NaN or infinity (perhaps a missing answer written as a number). Drop "
+            "the row, or write infinity as \\infty; scripts/prepare_data.py skips such rows."
+        )
+    return plain_number(str(value).strip())
 
 
-def _verdict(truth: MathTruth, text: str, answer: str, think: str, checker: AnswerChecker) -> tuple[bool | None, str]:
-    """(True / False, "") or (None, why) when a needed check could not be made. All checks of one response
-    share ``checker.timeout_s`` (time spent waiting for a free checker process is not counted)."""
-    budget = [checker.timeout_s]
+def _verdict(truth: MathTruth, text: str, answer: str, think: str, checker: AnswerChecker, deadline: float) -> Verdict:
+    """The answer's verdict: True / False, or None (with why) when a needed check could not be made by
+    ``deadline`` (a ``time.monotonic()`` value shared by every check of the response)."""
     if truth.parts is None:
-        return _any_true(checker, truth.alternatives, answer, budget)
+        return _any_true(checker, truth.alternatives, answer, deadline)
     given = answer_parts(text, think)
     if len(given) != len(truth.parts):
-        return False, ""
-    results = [_any_true(checker, (gold,), part, budget) for gold, part in zip(truth.parts, given, strict=True)]
-    if any(verdict is False for verdict, _ in results):
-        return False, ""
-    return next(((None, why) for verdict, why in results if verdict is None), (True, ""))
+        return Verdict(False)
+    results = [_any_true(checker, (gold,), part, deadline) for gold, part in zip(truth.parts, given, strict=True)]
+    if any(verdict.value is False for verdict in results):
+        return Verdict(False, hedged=any(verdict.hedged for verdict in results))
+    return next((verdict for verdict in results if verdict.value is None), Verdict(True))
 
 
-def _any_true(checker: AnswerChecker, golds: tuple[str, ...], answer: str, budget: list[float]) -> tuple[bool | None, str]:
-    """Whether ``answer`` equals any of ``golds``: (None, why) if none did and some check could not be made.
-    ``budget``: the seconds of checking left to this response, reduced by each check."""
+def _any_true(checker: AnswerChecker, golds: tuple[str, ...], answer: str, deadline: float) -> Verdict:
+    """Whether ``answer`` equals any of ``golds``; no verdict if none did and some check could not be made."""
     if len(answer) > MAX_ANSWER_CHARS:
-        return None, f"over {MAX_ANSWER_CHARS} characters"
+        return Verdict(None, f"over {MAX_ANSWER_CHARS} characters")
+    answer = plain_number(answer)
     refused = refusal(answer)
     if refused is not None:
-        return None, refused
-    why = ""
+        return Verdict(None, refused)
+    undecided = None
     for gold in golds:
-        if budget[0] <= 0:
-            why = "timeout_s spent"
-            continue
-        verdict, spent = checker.timed_check(gold, answer, timeout_s=budget[0])
-        budget[0] -= spent
-        if verdict is True:
-            return True, ""
-        if verdict is None:
-            why = f"no verdict within timeout_s={checker.timeout_s:g} s"
-    return (None, why) if why else (False, "")
+        verdict = checker.check(gold, answer, deadline)
+        if verdict.value is True or verdict.hedged:
+            return verdict
+        if verdict.value is None:
+            undecided = verdict
+    return undecided or Verdict(False)
 
 
 def answer_parts(text: str, think: str = "required") -> list[str]:
@@ -228,31 +244,33 @@ def split_top_level(text: str) -> list[str]:
     return [part for part in parts if part]
 
 
+_BOX = re.compile(r"\\(?:boxed|fbox)\{")
+
+
 def all_boxed(text: str) -> list[str]:
-    """The contents of every ``\\boxed{...}`` / ``\\fbox{...}`` with balanced braces, in order."""
+    """The contents of every ``\\boxed{...}`` / ``\\fbox{...}`` with balanced braces, in order. One pass over the
+    text, however many boxes it holds (a box inside a box is part of the outer one's content)."""
     found, position = [], 0
-    while True:
-        starts = [i for i in (text.find("\\boxed{", position), text.find("\\fbox{", position)) if i >= 0]
-        if not starts:
-            return found
-        opening = text.index("{", min(starts))
-        content, end = _balanced(text, opening)
+    while (box := _BOX.search(text, position)) is not None:
+        content, position = _balanced(text, box.end() - 1)
         if content is None:
             return found
         if content:
             found.append(content)
-        position = end
+    return found
+
+
+_BRACE = re.compile(r"[{}]")
 
 
 def _balanced(text: str, opening: int) -> tuple[str | None, int]:
+    """The stripped content of the brace group opening at ``opening`` and the position after it; (None, end of
+    text) when it never closes."""
     depth = 0
-    for position in range(opening, len(text)):
-        if text[position] == "{":
-            depth += 1
-        elif text[position] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[opening + 1 : position].strip(), position + 1
+    for brace in _BRACE.finditer(text, opening):
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return text[opening + 1 : brace.start()].strip(), brace.end()
     return None, len(text)
 
 
@@ -272,13 +290,6 @@ def last_boxed(text: str) -> str | None:
         return None
     content, _ = _balanced(text, text.index("{", start))
     return content or None
-
-
-def _checker(timeout_s: float) -> AnswerChecker:
-    """One pool per ``timeout_s`` in this process (verl's reward worker calls from a thread pool)."""
-    if timeout_s not in _checkers:
-        _checkers[timeout_s] = AnswerChecker(timeout_s=timeout_s)
-    return _checkers[timeout_s]
 
 
 def _check_options(max_length: Any, conditioned: Any, think: Any, timeout_s: Any) -> None:

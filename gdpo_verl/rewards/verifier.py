@@ -1,133 +1,228 @@
 """Answer checking with math-verify that can neither hang nor crash the reward worker.
 
 math-verify's own timeouts use SIGALRM, which works only in a process's main thread, and verl calls
-``compute_score`` from a thread pool. So every check runs in a small pool of child processes
-(``python -m gdpo_verl.rewards.verifier``, talking JSON lines over pipes): a check that does not answer
-within ``timeout_s``, or whose process dies, kills that process and returns None; the next check starts
-a fresh one.
+``compute_score`` from a thread pool. So every check runs in a small, fixed pool of child processes
+(``python -m gdpo_verl.rewards.verifier``, talking JSON lines over pipes). Each call has a deadline that
+covers everything it does: waiting for a free process, the checks, and a process's start after a
+replacement. A check that does not answer in time, or whose process dies, kills that process and returns
+None ("not checked"); a fresh process starts in its place at once, in the background, so the pool never
+holds more processes than its size and the next call does not wait for the old one's death.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import select
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 
 logger = logging.getLogger("gdpo_verl")
 
-# A fresh process imports sympy and math-verify before its first answer; that is not the check's time.
+# A fresh process imports sympy and math-verify before its first answer. The pool's first processes get this
+# long (once per reward worker, before its first check); a replacement must be ready within a call's deadline.
 STARTUP_TIMEOUT_S = 120.0
+
+# The child's replies.
+CORRECT, WRONG, HEDGED, UNDECIDED = "1", "0", "h", "?"
 
 
 def serve() -> None:
-    """Child process: read {"gold", "answer"} lines from stdin, write "1" or "0" lines to stdout.
+    """Child process: read {"gold", "answer"} lines from stdin, write one reply line each: "1" (equal), "0" (not
+    equal), "h" (the answer states several different values: hedged) or "?<reason>" (math-verify raised: no
+    verdict).
 
     math-verify's own time limits (5 s for parsing and for verifying, on by default) are switched off: when one
     fires, math-verify answers "wrong", so a correct answer whose check is slow would be scored 0 without a trace.
-    The parent's ``timeout_s`` is the only limit: it kills this process, and the check counts as not made.
+    The parent's deadline is the only limit: it kills this process, and the check counts as not made.
     """
+    import sympy
     from math_verify import parse, verify
 
+    from gdpo_verl.rewards.answer_guard import hedge_pieces
+
+    # The guards bound every integer an answer may hold to 20,000 digits; Python's default refuses to print more
+    # than 4,300, which math-verify's string comparisons do (a ValueError, which would read as "wrong").
+    sys.set_int_max_str_digits(0)
+
+    def read(text: str) -> list:
+        values = parse(f"${text}$", parsing_timeout=None)
+        return [_exact(value, sympy) for value in values]
+
+    def judge(gold_text: str, answer_text: str) -> str:
+        gold = read(gold_text)
+        pieces = hedge_pieces(answer_text)
+        if len(pieces) > 1 and len(hedge_pieces(gold_text)) <= 1:
+            values = [value for value in map(read, pieces) if value]
+            if any(not verify(values[0], other, timeout_seconds=None) for other in values[1:]):
+                return HEDGED
+        return CORRECT if verify(gold, read(answer_text), timeout_seconds=None) else WRONG
+
+    judge("1", "\\frac{\\sqrt{2}}{2}")  # the first check loads more of sympy (0.1 s): part of the start, not of a call
     print("ready", flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         try:
-            gold = parse(f"${request['gold']}$", parsing_timeout=None)
-            answer = parse(f"${request['answer']}$", parsing_timeout=None)
-            verdict = bool(verify(gold, answer, timeout_seconds=None))
-        except Exception:  # math-verify raised on this input: a wrong answer, as it is by default
-            verdict = False
-        print("1" if verdict else "0", flush=True)
+            reply = judge(request["gold"], request["answer"])
+        except Exception as error:  # math-verify or sympy raised: no verdict, never "wrong"
+            reply = UNDECIDED + f"{type(error).__name__}: {error}"[:200].replace("\n", " ")
+        print(reply, flush=True)
+
+
+def _exact(value, sympy):
+    """An arithmetic expression of integers (``2^{2^{11}}``, which sympy keeps unevaluated) evaluated exactly, so
+    that equal numbers compare equal; anything else as math-verify read it. The guards bound its size."""
+    if not isinstance(value, sympy.Expr) or value.free_symbols:
+        return value
+    kinds = (sympy.Pow, sympy.Mul, sympy.Add, sympy.Integer, sympy.Rational)
+    if all(isinstance(node, kinds) for node in sympy.preorder_traversal(value)):
+        return value.doit()
+    return value
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A check's outcome: ``value`` True / False, or None when no verdict was reached (``why`` says why);
+    ``hedged`` when the answer states several different values (then ``value`` is False)."""
+
+    value: bool | None
+    why: str = ""
+    hedged: bool = False
 
 
 class _Worker:
+    """One child process, started at construction (without waiting for its imports)."""
+
     def __init__(self) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gdpo_verl.rewards.verifier"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            text=True,
+            bufsize=0,
         )
-        if self._read_line(STARTUP_TIMEOUT_S) != "ready":
-            self.kill()
-            raise RuntimeError(
-                "the math-verify checker process did not start; is math-verify installed (pip install math-verify)?"
-            )
+        self._buffer = b""
+        self.ready = False
 
-    def _read_line(self, timeout_s: float) -> str | None:
-        readable, _, _ = select.select([self.process.stdout], [], [], timeout_s)
-        if not readable:
-            return None
-        line = self.process.stdout.readline()
-        return line.strip() if line else None
+    def _read_line(self, deadline: float) -> str | None:
+        """The next line, or None at the deadline or when the process closed its output. Reads the pipe's file
+        descriptor directly: a buffered reader could hold a second line that select() no longer sees."""
+        descriptor = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([descriptor], [], [], left)[0]:
+                return None
+            chunk = os.read(descriptor, 65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode("utf-8", "replace").strip()
 
-    def ask(self, gold: str, answer: str, timeout_s: float) -> bool | None:
+    def wait_ready(self, deadline: float) -> bool:
+        """Whether the process has finished its imports by ``deadline``; RuntimeError if it died starting."""
+        if not self.ready:
+            line = self._read_line(deadline)
+            if line is None and self.process.poll() is not None:
+                raise RuntimeError(
+                    f"the math-verify checker process exited with code {self.process.returncode} while starting; "
+                    "is math-verify installed in this environment (pip install math-verify)? Run "
+                    f"`{sys.executable} -m gdpo_verl.rewards.verifier` to see its error."
+                )
+            self.ready = line == "ready"
+        return self.ready
+
+    def ask(self, gold: str, answer: str, deadline: float) -> str | None:
+        """The child's reply, or None when it did not come by ``deadline`` or the process died."""
         try:
-            self.process.stdin.write(json.dumps({"gold": gold, "answer": answer}) + "\n")
-            self.process.stdin.flush()
-        except BrokenPipeError:
+            self.process.stdin.write((json.dumps({"gold": gold, "answer": answer}) + "\n").encode())
+        except (BrokenPipeError, OSError):
             return None
-        reply = self._read_line(timeout_s)
-        return None if reply not in ("0", "1") else reply == "1"
+        return self._read_line(deadline)
 
     def kill(self) -> None:
         self.process.kill()
         self.process.wait()
-        self.process.stdout.close()
-        try:
-            self.process.stdin.close()
-        except BrokenPipeError:  # closing flushes the request the dead process never read; it is dropped
-            pass
+        for stream in (self.process.stdout, self.process.stdin):
+            try:
+                stream.close()
+            except OSError:  # closing flushes nothing (unbuffered); a dead pipe is already closed
+                pass
 
 
 class AnswerChecker:
-    """``check(gold, answer)`` -> True, False, or None when the check timed out or its process died.
+    """``check(gold, answer)`` -> ``Verdict``, made by a pool of ``workers`` child processes.
 
-    Up to ``workers`` checks run at once (one child process each); more callers wait their turn. A process
-    killed after a timeout is replaced at once by a fresh one started in the background, so the next caller
-    does not wait the second it takes to import sympy and math-verify.
+    The pool always holds exactly ``workers`` processes: one killed after a timeout is replaced at once by a
+    fresh one, started in the background. A call waits for a free process only until its deadline; a pool
+    still busy or restarting then is reported as no verdict, like a check that ran long. The pool's first
+    processes are started on the first check and waited for (up to ``STARTUP_TIMEOUT_S``) outside any deadline.
     """
 
-    def __init__(self, timeout_s: float = 5.0, workers: int = 2) -> None:
-        if timeout_s <= 0 or workers < 1:
-            raise ValueError(f"timeout_s must be > 0 and workers >= 1; got {timeout_s} and {workers}.")
-        self.timeout_s = timeout_s
-        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
-        self._slots = threading.Semaphore(workers)
+    def __init__(self, workers: int = 2) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1; got {workers}.")
+        self.workers = workers
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._start_lock = threading.Lock()
+        self._started = False
 
-    def check(self, gold: str, answer: str, timeout_s: float | None = None) -> bool | None:
-        """``timeout_s``: this check's limit (default: the checker's)."""
-        return self.timed_check(gold, answer, timeout_s)[0]
-
-    def timed_check(self, gold: str, answer: str, timeout_s: float | None = None) -> tuple[bool | None, float]:
-        """``check``, and the seconds the check itself took: waiting for a free process is not counted, so
-        callers that share one time budget over several checks are not charged for a busy pool."""
-        with self._slots:
+    def start(self) -> None:
+        """Start the pool's processes and wait for them (once; later calls return at once)."""
+        if self._started:
+            return
+        with self._start_lock:
+            if self._started:
+                return
+            pool = [_Worker() for _ in range(self.workers)]
+            deadline = time.monotonic() + STARTUP_TIMEOUT_S
             try:
-                worker = self._idle.get_nowait()
-            except queue.Empty:
-                worker = _Worker()
-            start = time.monotonic()
-            verdict = worker.ask(gold, answer, self.timeout_s if timeout_s is None else timeout_s)
-            spent = time.monotonic() - start
-            if verdict is None:
-                worker.kill()
-                threading.Thread(target=self._replace, name="gdpo-verl-checker-start", daemon=True).start()
-            else:
+                if not all(worker.wait_ready(deadline) for worker in pool):
+                    raise RuntimeError(
+                        f"the math-verify checker processes did not start within {STARTUP_TIMEOUT_S:g} s (their "
+                        "imports of sympy and math-verify ran that long); is this machine overloaded?"
+                    )
+            except RuntimeError:
+                for worker in pool:
+                    worker.kill()
+                raise
+            for worker in pool:
                 self._idle.put(worker)
-            return verdict, spent
+            self._started = True
 
-    def _replace(self) -> None:
+    def check(self, gold: str, answer: str, deadline: float) -> Verdict:
+        """Compare ``answer`` with ``gold``; no verdict when the pool or the check runs past ``deadline``
+        (a ``time.monotonic()`` value)."""
+        self.start()
         try:
-            self._idle.put(_Worker())
-        except RuntimeError as error:  # the next check starts one itself and raises this to its caller
-            logger.error("gdpo-verl: could not start a spare math-verify checker process: %s", error)
+            worker = self._idle.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return Verdict(None, f"no checker process free before the deadline (all {self.workers} busy)")
+        reply = None
+        try:
+            if not worker.wait_ready(deadline):
+                return Verdict(None, "the checker process was still starting at the deadline (it replaces one "
+                                     "killed after a timeout)")
+            reply = worker.ask(gold, answer, deadline)
+        finally:
+            if reply is None and worker.ready:
+                worker.kill()
+                worker = _Worker()
+            self._idle.put(worker)
+        if reply is None:
+            return Verdict(None, "no verdict before the deadline (the check ran long, or its process died)")
+        if reply.startswith(UNDECIDED):
+            return Verdict(None, f"math-verify raised {reply[1:]}")
+        return Verdict(reply == CORRECT, hedged=reply == HEDGED)
+
+    def processes(self) -> list[subprocess.Popen]:
+        """The pool's idle processes (for tests and diagnostics)."""
+        return [worker.process for worker in list(self._idle.queue)]
 
     def close(self) -> None:
         while True:

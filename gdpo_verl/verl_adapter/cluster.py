@@ -12,12 +12,15 @@ naming each node where "gdpo" is not this plugin's and what to do.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
 from gdpo_verl.verl_adapter.environment import OURS
 
-NODE_CHECK_TIMEOUT_S = 120.0
+# A node's check starts a Python worker there and imports verl: seconds on an idle node, minutes on a loaded one.
+NODE_CHECK_TIMEOUT_S = 600.0
+NO_ANSWER = "no answer within"
 
 FIX = (
     "Install gdpo-verl in the Python environment Ray runs on each such node (the same version as the driver's), "
@@ -36,6 +39,23 @@ class NodeResolution:
     def ok(self) -> bool:
         return self.resolved == OURS
 
+    @property
+    def answered(self) -> bool:
+        return not self.resolved.startswith(NO_ANSWER)
+
+
+def node_check_timeout() -> float:
+    """``GDPO_VERL_NODE_CHECK_TIMEOUT_S`` (seconds, default 600), checked."""
+    text = os.environ.get("GDPO_VERL_NODE_CHECK_TIMEOUT_S", str(NODE_CHECK_TIMEOUT_S))
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"GDPO_VERL_NODE_CHECK_TIMEOUT_S={text!r} is not a number of seconds above 0; unset it for "
+                         f"the default ({NODE_CHECK_TIMEOUT_S:g} s).")
+    return value
+
 
 def plugin_on_nodes(timeout_s: float | None = None) -> list[NodeResolution]:
     """What "gdpo" resolves to on every live node of the connected Ray cluster (``ray.init`` done)."""
@@ -43,7 +63,7 @@ def plugin_on_nodes(timeout_s: float | None = None) -> list[NodeResolution]:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     if timeout_s is None:
-        timeout_s = float(os.environ.get("GDPO_VERL_NODE_CHECK_TIMEOUT_S", NODE_CHECK_TIMEOUT_S))
+        timeout_s = node_check_timeout()
 
     def resolve() -> str:
         # Nested, so cloudpickle sends it by value: it must run where gdpo-verl cannot be imported.
@@ -71,22 +91,38 @@ def plugin_on_nodes(timeout_s: float | None = None) -> list[NodeResolution]:
                 resolved = f"error: {type(exc).__name__}: {str(exc).splitlines()[0].rstrip('.')}"
         else:
             ray.cancel(reference, force=True)
-            resolved = f"no answer within {timeout_s:g} s"
+            resolved = f"{NO_ANSWER} {timeout_s:g} s"
         results.append(NodeResolution(node["NodeID"], node.get("NodeManagerAddress", "?"), resolved))
     return results
 
 
 def require_plugin_on_every_node(timeout_s: float | None = None) -> list[NodeResolution]:
-    """Raise RuntimeError naming each node where "gdpo" is not gdpo-verl's estimator; else the nodes."""
+    """Raise RuntimeError naming each node where "gdpo" is not gdpo-verl's estimator, and, apart, each node that
+    did not answer in time (slow or stuck: not known to lack gdpo-verl); else the nodes."""
     results = plugin_on_nodes(timeout_s)
-    bad = [result for result in results if not result.ok]
+    bad = [result for result in results if result.answered and not result.ok]
+    silent = [result for result in results if not result.answered]
+    problems = []
     if bad:
-        listed = "; ".join(f"node {r.address} (id {r.node_id[:12]}): {_what(r.resolved)}" for r in bad)
-        raise RuntimeError(
+        problems.append(
             f"gdpo-verl is not active on {len(bad)} of {len(results)} Ray nodes, so \"gdpo\" would not be this "
-            f"plugin's estimator there: {listed}. {FIX}"
+            f"plugin's estimator there: {_listed(bad)}. {FIX}"
         )
+    if silent:
+        problems.append(
+            f"{len(silent)} of {len(results)} Ray nodes did not answer gdpo-verl's check in time, so whether "
+            f"\"gdpo\" is this plugin's estimator there is unknown (the node is slow or stuck; this is not a sign "
+            f"that gdpo-verl is missing): {_listed(silent)}. The check starts a Python worker on the node and "
+            "imports verl, which a heavily loaded node can take minutes for: raise GDPO_VERL_NODE_CHECK_TIMEOUT_S "
+            f"(default {NODE_CHECK_TIMEOUT_S:g} s), or look at the node (ray status; its raylet log)."
+        )
+    if problems:
+        raise RuntimeError(" ".join(problems))
     return results
+
+
+def _listed(results: list[NodeResolution]) -> str:
+    return "; ".join(f"node {r.address} (id {r.node_id[:12]}): {_what(r.resolved)}" for r in results)
 
 
 def _what(resolved: str) -> str:

@@ -6,7 +6,9 @@ Every key is declared, with its default and meaning, in ``gdpo_verl/config/gdpo_
 from __future__ import annotations
 
 import difflib
+import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,31 @@ CONDITION_KEYS = ("reward", "given", "at_least")
 
 # Every ``algorithm`` key of GDPO's own; any other key starting with "gdpo" is a typo.
 GDPO_KEYS = ("gdpo_reward_keys", "gdpo_reward_weights", "gdpo")
+
+logger = logging.getLogger("gdpo_verl")
+
+# Names that are no reward component, and why: verl (or gdpo-verl) keeps something else under each for every
+# sample, and GDPO would train on it (the dataset row's index and the summed reward are numbers).
+NOT_COMPONENTS: dict[str, str] = {
+    "score": "it is verl's summed reward (the 'score' that every dict from compute_score must hold, what GRPO trains "
+             "on); as a GDPO component it would count the other components a second time, or alone turn GDPO into "
+             "GRPO on the sum",
+    "acc": "verl's reward managers store the summed reward under it when compute_score returns a plain number, so "
+           "GDPO would train on the sum",
+    "gdpo_signature": "it is gdpo-verl's hash of the reward components (for dynamic sampling), a number GDPO would "
+                      "train on",
+    "uid": "it is verl's group id of each prompt",
+    "index": "verl stores the dataset row's index (extra_info.index) under it for every sample, a number GDPO would "
+             "train on",
+    "priority": "verl stores each sample's sampling priority under it, a number GDPO would train on",
+    **dict.fromkeys(
+        ("data_source", "reward_model", "extra_info", "ability", "prompt", "raw_prompt", "raw_prompt_ids",
+         "tools_kwargs", "interaction_kwargs", "agent_name", "request_id", "multi_modal_data", "multi_modal_inputs",
+         "__num_turns__", "__do_sample__", "tool_extra_fields", "reward_scores", "min_global_steps",
+         "max_global_steps", "extras", "tool_call_counts", "processing_times", "tool_calls_times", "dummy_tensor"),
+        "it is a per-sample field that verl's dataset or rollout fills",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -149,6 +176,16 @@ def _reward_keys(raw: Any) -> tuple[str, ...]:
     duplicates = sorted({key for key in keys if keys.count(key) > 1})
     if duplicates:
         raise ValueError(f"algorithm.gdpo_reward_keys lists {duplicates} more than once.")
+    for key in keys:
+        if key in NOT_COMPONENTS:
+            rename = "" if key == "score" else (
+                f" If compute_score returns a component of yours as {key!r}, rename it there (for example to "
+                "'correct') and list the new name."
+            )
+            raise ValueError(
+                f"algorithm.gdpo_reward_keys lists {key!r}, which is no reward component: {NOT_COMPONENTS[key]}. "
+                f"List the components that compute_score returns next to 'score', {example}.{rename}"
+            )
     return keys
 
 
@@ -209,6 +246,7 @@ def check_config(config: Any) -> GdpoSettings | None:
         )
     if settings is not None or observed is not None:
         _check_score_weights(config, settings or observed)
+        _log_negative_weights(settings or observed)
     if settings is not None and settings.dump_dir is not None:
         check_dump_dir(settings.dump_dir)
 
@@ -232,6 +270,23 @@ def check_config(config: Any) -> GdpoSettings | None:
                 "is taken over those reward components."
             )
     return settings
+
+
+def _log_negative_weights(settings: GdpoSettings) -> None:
+    """A negative weight is allowed (a reward where more is worse, such as a token count) but said once, at start-up:
+    a sign typo would otherwise train the policy away from what the reward pays for."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+        return  # verl's legacy TaskRunner (a Ray actor) repeats main_ppo's config check: the driver said it already
+    negative = {key: weight for key, weight in settings.weights.items() if weight < 0}
+    if negative:
+        listed = ", ".join(f"{key}: {weight:g}" for key, weight in negative.items())
+        logger.warning(
+            "algorithm.gdpo_reward_weights has a negative weight (%s): GDPO's advantage rises as such a reward falls, "
+            "so the policy is trained to lower it. That is right for a reward where more is worse (a length in tokens, "
+            "a count of errors); for a reward that pays for good responses, make its weight positive.",
+            listed,
+        )
 
 
 def check_dump_dir(dump_dir: str) -> None:

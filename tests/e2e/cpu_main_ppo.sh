@@ -9,8 +9,11 @@
 #   OUT=dir                  required: metrics.jsonl (verl's file logger), run.log and checkpoints/ go here
 #   STEPS=n                  training steps (default 2); the checkpoint is saved after the last
 #   START_STEP=k             a run resuming from its step-k checkpoint (default 0): the supervisor counts from k
-#   STALL_TIMEOUT=s          stop the run when no step finishes for s seconds (default 300; start-up and the
-#                            first step take about 2 minutes on 2 cores, a later step seconds)
+#   STALL_TIMEOUT=s          stop the run when for s seconds no step finishes and its processes are idle (default
+#                            300; start-up and the first step take about 2 minutes on 2 cores, a later step seconds;
+#                            on a busy machine longer, and a working step is never stopped by this)
+#   STEP_TIMEOUT=s           stop the run when one step (the first with the start-up) takes s seconds, working or
+#                            not (default 3600)
 #   PROGRESS=label           print one line per step, prefixed with label, instead of the run's whole output
 #                            (which always goes to OUT/run.log)
 set -euo pipefail
@@ -19,6 +22,7 @@ PYTHON=${CPU_TRAINING_PYTHON:-${CPU_TRAINING_VENV:-$ROOT/.venv-cpu-training}/bin
 : "${OUT:?set OUT to the folder for the outputs of the run}"
 STEPS=${STEPS:-2}
 STALL_TIMEOUT=${STALL_TIMEOUT:-300}
+STEP_TIMEOUT=${STEP_TIMEOUT:-3600}
 
 if [ ! -x "$PYTHON" ]; then
     echo "cpu_main_ppo.sh: no interpreter at $PYTHON; create the environment with" \
@@ -64,7 +68,7 @@ CPU=(
     +ray_kwargs.ray_init.include_dashboard=False
 )
 SUPERVISE=(--log "$OUT/run.log" --metrics "$VERL_FILE_LOGGER_PATH" --steps "$STEPS" --stall-timeout "$STALL_TIMEOUT"
-           --start-step "${START_STEP:-0}")
+           --step-timeout "$STEP_TIMEOUT" --start-step "${START_STEP:-0}")
 if [ -n "${PROGRESS:-}" ]; then
     SUPERVISE+=(--progress "$PROGRESS")
 fi

@@ -16,7 +16,8 @@
 #   RESUME=1                 go on with the run already in OUT from its latest checkpoint, up to STEPS (its
 #                            model, data, records and metrics are kept; add trainer.save_freq=1 to the first
 #                            run to checkpoint every step)
-#   STALL_TIMEOUT=s          stop the run when no step finishes for s seconds (default 300; cpu_main_ppo.sh)
+#   STALL_TIMEOUT=s          stop the run when no step finishes and its processes are idle for s seconds (default
+#                            300); STEP_TIMEOUT=s: when a step takes s seconds, working or not (3600; cpu_main_ppo.sh)
 # Anything after the script name is passed to verl as extra hydra overrides.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

@@ -2,7 +2,7 @@
 run dies or a step makes no progress.
 
     python tests/e2e/supervise.py --log OUT/run.log --metrics OUT/metrics.jsonl --steps N \\
-        [--stall-timeout 300] [--grace 20] [--progress LABEL] -- python -m verl.trainer.main_ppo ...
+        [--stall-timeout 300] [--step-timeout 3600] [--grace 20] [--progress LABEL] -- python -m verl.trainer.main_ppo ...
 
 The command's output goes to ``--log`` and to the terminal; with ``--progress`` the terminal gets one line per
 finished step instead (the label, the step, each reward's mean from the ``gdpo/`` metrics, the step's time). Every second the supervisor looks at the processes
@@ -12,9 +12,13 @@ parent dies) and at verl's metrics file (one line per finished step):
 - a part of the run died: a Ray actor (``ray::<Class>``), Ray's raylet or GCS, vLLM's engine core or worker
   (``VLLM::...``) exited before the last step was logged. verl waits on a dead part in places that have no
   timeout (the weight sync blocks on a ZeroMQ reply), so the run gets ``--grace`` seconds to fail on its own,
-  then it is stopped;
-- a stall: no step was logged for ``--stall-timeout`` seconds (counted from the start, then from each step; a
-  healthy step of the CPU run takes seconds, its start-up and first step about 3 minutes);
+  then it is stopped. A Ray task's worker (``ray::<function>``, such as gdpo-verl's node check) is no part: it
+  ends, is cancelled or goes back to Ray's pool when its task is done;
+- a stall: for ``--stall-timeout`` seconds no step was logged AND the run's parts did no work (together less than
+  a quarter of a core over the last 30 s). Work inside a step counts as progress, so a run on a busy machine is
+  slower, not stopped; a run that waits on something that never comes uses no CPU and is stopped;
+- a step (or the start-up with the first step) longer than ``--step-timeout`` seconds, working or not: the bound
+  on a run that spins without finishing;
 - the command exited: its exit code, and an error when it logged fewer steps than ``--steps``.
 
 In every case nothing the command started is left running: the supervisor terminates (then kills) every
@@ -40,6 +44,9 @@ import psutil
 PR_SET_CHILD_SUBREAPER = 36
 # Ray processes that are not parts of the run: pooled idle workers come and go; the agents are Ray's own.
 RAY_NOT_PARTS = ("ray::IDLE", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
+# The run is working while its parts use at least this much CPU (cores, averaged over WORK_WINDOW_S seconds).
+WORKING_CORES = 0.25
+WORK_WINDOW_S = 30.0
 PARTS = {  # what a process title stands for, in the stop message
     "VLLM::EngineCore": "the vLLM engine core",
     "VLLM::Worker": "a vLLM worker",
@@ -77,8 +84,10 @@ def part_title(process: psutil.Process) -> str | None:
     except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
         return None
     title = " ".join(cmdline).strip()
-    if title.startswith("VLLM::") or (title.startswith("ray::") and not title.startswith(RAY_NOT_PARTS)):
+    if title.startswith("VLLM::") or title.startswith(tuple(PARTS)):
         return title.split()[0]
+    if title.startswith("ray::") and not title.startswith(RAY_NOT_PARTS) and title[5:6].isupper():
+        return title.split()[0]  # an actor (ray::Class or ray::Class.method); ray::function is a task's worker
     executable = os.path.basename(cmdline[0]) if cmdline else ""
     if executable in ("raylet", "gcs_server"):
         return executable
@@ -113,6 +122,8 @@ class Supervisor:
         self.parts: dict[int, Part] = {}
         self.log = args.log.open("w")
         self.lock = threading.Lock()
+        self.cpu_seen: dict[tuple[int, float], float] = {}  # CPU seconds of each part (pid, start) at the last look
+        self.work: list[tuple[float, float]] = []  # (time, CPU seconds the parts used since the previous look)
 
     def say(self, line: str) -> None:
         with self.lock:
@@ -145,8 +156,32 @@ class Supervisor:
         dead = [part for part in self.parts.values() if not part.alive()]
         for part in dead:
             del self.parts[part.pid]
+        self.note_work()
         self.reap()
         return dead
+
+    def note_work(self) -> None:
+        """Record the CPU time the parts (and the command itself) used since the last look."""
+        used, seen = 0.0, {}
+        processes = [(part.pid, part.created) for part in self.parts.values()] + [(self.command.pid, None)]
+        for pid, created in processes:
+            try:
+                process = psutil.Process(pid)
+                times = process.cpu_times()
+                key = (pid, created if created is not None else process.create_time())
+            except psutil.Error:
+                continue  # it ended meanwhile
+            seen[key] = times.user + times.system
+            used += max(0.0, seen[key] - self.cpu_seen.get(key, seen[key]))
+        self.cpu_seen = seen
+        now = time.monotonic()
+        self.work = [(at, cpu) for at, cpu in self.work if at > now - WORK_WINDOW_S] + [(now, used)]
+
+    def working(self) -> bool:
+        """Whether the parts used at least WORKING_CORES on average over the last WORK_WINDOW_S seconds (or over
+        the looks so far, at the start)."""
+        span = self.work[-1][0] - self.work[0][0] + self.args.poll
+        return sum(cpu for _, cpu in self.work[1:]) >= WORKING_CORES * span
 
     def reap(self) -> None:
         """Collect the exit status of orphans re-parented here (the command's own is Popen's to collect)."""
@@ -162,7 +197,8 @@ class Supervisor:
         self.command = subprocess.Popen(args.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         reader = threading.Thread(target=self.pump, args=(self.command.stdout,), daemon=True)
         reader.start()
-        progress_at, step, died, died_at = time.monotonic(), args.start_step, None, None
+        progress_at = step_at = time.monotonic()
+        step, died, died_at = args.start_step, None, None
         try:
             while True:
                 code = self.command.poll()
@@ -181,7 +217,10 @@ class Supervisor:
                     if args.progress is not None:
                         print(progress_line(args.progress, new, args.steps, logged[new]), flush=True)
                     step, progress_at = new, time.monotonic()
+                    step_at = progress_at
                 dead = self.look()
+                if self.working():
+                    progress_at = time.monotonic()
                 if dead and died is None and step < args.steps:
                     died, died_at = self.what_died(dead[0], step), time.monotonic()
                 if died is not None and time.monotonic() - died_at > args.grace:
@@ -191,7 +230,11 @@ class Supervisor:
                         what = f"all {args.steps} steps were logged, but the command did not exit"
                     else:
                         what = f"step {step + 1} of {args.steps} made no progress"
-                    return self.stop(f"{what} for {args.stall_timeout:g} s (STALL_TIMEOUT)")
+                    return self.stop(f"{what} for {args.stall_timeout:g} s (no step logged and its processes idle; "
+                                     "STALL_TIMEOUT)")
+                if step < args.steps and time.monotonic() - step_at > args.step_timeout:
+                    return self.stop(f"step {step + 1} of {args.steps} did not finish within {args.step_timeout:g} s, "
+                                     "though its processes kept working (STEP_TIMEOUT)")
                 time.sleep(args.poll)
         except KeyboardInterrupt:
             return self.stop("interrupted (Ctrl-C or SIGTERM)", code=130)
@@ -248,7 +291,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--metrics", type=Path, required=True, help="verl's file logger output (one line per step)")
     parser.add_argument("--steps", type=int, required=True, help="steps the run was asked for")
     parser.add_argument("--start-step", type=int, default=0, help="steps already done (a resumed run: its checkpoint)")
-    parser.add_argument("--stall-timeout", type=float, default=300.0, help="seconds without a new step (300)")
+    parser.add_argument("--stall-timeout", type=float, default=300.0,
+                        help="seconds without a new step while the run's processes are idle (300)")
+    parser.add_argument("--step-timeout", type=float, default=3600.0,
+                        help="seconds one step (the first: with the start-up) may take, working or not (3600)")
     parser.add_argument("--grace", type=float, default=20.0, help="seconds the run gets to fail by itself once a part died")
     parser.add_argument("--progress", metavar="LABEL", help="one line per step on the terminal, not the output")
     parser.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
@@ -258,8 +304,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.command = args.command[1:]
     if not args.command:
         parser.error("give the training command after --")
-    if args.stall_timeout <= 0 or args.grace < 0 or args.steps < 1:
-        parser.error("--stall-timeout must be > 0, --grace >= 0, --steps >= 1")
+    if args.stall_timeout <= 0 or args.step_timeout <= 0 or args.grace < 0 or args.steps < 1:
+        parser.error("--stall-timeout and --step-timeout must be > 0, --grace >= 0, --steps >= 1")
     return args
 
 

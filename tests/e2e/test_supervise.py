@@ -86,8 +86,41 @@ def test_a_step_that_makes_no_progress_stops_the_run(tmp_path):
     orphan = int(wait_for(tmp_path / "orphan.pid"))
     code, stderr, seconds = finish(process)
     assert code == 1 and seconds < 20
-    assert "step 2 of 2 made no progress for 3 s (STALL_TIMEOUT)" in stderr
+    assert "step 2 of 2 made no progress for 3 s (no step logged and its processes idle; STALL_TIMEOUT)" in stderr
     assert_gone([orphan])
+
+
+# A part that works without logging a step: a process titled as vLLM's engine core that keeps a core busy.
+BUSY_ENGINE = f"(exec -a VLLM::EngineCore {sys.executable} -c 'while True: pass') & echo $! > engine.pid"
+
+
+def test_a_step_that_works_longer_than_the_stall_timeout_is_slow_not_stalled(tmp_path):
+    # Before: any 3 s without a new step was a stall, so a healthy run on a busy machine was stopped.
+    script = f"{BUSY_ENGINE}; {log_step(1)}; sleep 8; {log_step(2)}; kill $(cat engine.pid)"
+    process = start(tmp_path, script, "--steps", "2", "--stall-timeout", "3")
+    code, stderr, seconds = finish(process)
+    assert code == 0, stderr
+    assert seconds > 8
+
+
+def test_a_step_that_works_past_the_step_timeout_is_stopped(tmp_path):
+    process = start(tmp_path, f"{BUSY_ENGINE}; {log_step(1)}; sleep 600", "--steps", "2", "--stall-timeout", "3",
+                    "--step-timeout", "6")
+    engine = int(wait_for(tmp_path / "engine.pid"))
+    code, stderr, seconds = finish(process)
+    assert code == 1 and seconds < 30
+    assert "step 2 of 2 did not finish within 6 s, though its processes kept working (STEP_TIMEOUT)" in stderr
+    assert_gone([engine])
+
+
+def test_a_ray_task_worker_that_ends_is_no_dead_part(tmp_path):
+    # Before: the node check's probe (ray::resolve), cancelled or done, was "ray::resolve ... died before the
+    # first step", and a healthy run was stopped.
+    script = f"(exec -a ray::resolve sleep 1) & sleep 3; {log_step(1)}"
+    process = start(tmp_path, script, "--steps", "1", "--grace", "1")
+    code, stderr, _ = finish(process)
+    assert code == 0, stderr
+    assert "died" not in stderr
 
 
 def test_a_run_that_logged_every_step_but_does_not_exit_is_stopped(tmp_path):
@@ -133,7 +166,7 @@ def test_sigterm_to_the_supervisor_stops_everything(tmp_path):
     "options, message",
     [
         (["--steps", "0"], "--steps >= 1"),
-        (["--steps", "1", "--stall-timeout", "0"], "--stall-timeout must be > 0"),
+        (["--steps", "1", "--stall-timeout", "0"], "--stall-timeout and --step-timeout must be > 0"),
     ],
 )
 def test_bad_options_are_refused_before_anything_starts(tmp_path, options, message):

@@ -50,6 +50,20 @@ def test_prepare_data_writes_verl_parquet_and_reports_skipped_rows(tmp_path):
     assert math500.reward_model[0]["ground_truth"] == "2\\sqrt{2}"  # the boxed answer of the solution
 
 
+def test_prepare_data_writes_float_answers_in_digits_and_skips_nan_or_infinite_ones(tmp_path):
+    # Before: 5e-05 was written as "5e-05" (math-verify reads 5e - 5: every correct answer wrong) and a NaN
+    # answer as "nan", a question nothing could answer.
+    rows = [{"problem": f"Question {n}?", "answer": answer}
+            for n, answer in enumerate([5e-05, 1e16, 2.0, 0.1, float("nan"), float("inf"), "nan", "1\\,000"])]
+    lines = tmp_path / "aime.jsonl"  # Python's json writes NaN and Infinity, as pandas' exports do
+    lines.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = script("prepare_data.py", "--out", tmp_path / "out", "--local", f"aime24={lines}", "--only", "aime24")
+    assert result.returncode == 0, result.stderr
+    truths = pd.read_parquet(tmp_path / "out" / "aime24.parquet").reward_model.map(lambda rm: rm["ground_truth"])
+    assert truths.tolist() == ["0.00005", "10000000000000000", "2", "0.1", "1000"]
+    assert "aime24: 8 rows read, 5 written" in result.stdout and "3 no usable answer" in result.stdout
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

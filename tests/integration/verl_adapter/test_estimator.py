@@ -258,3 +258,42 @@ def test_records_outside_a_trainer_are_refused_with_the_reason(tmp_path):
     data, _ = rollout_batch(seed=8)
     with pytest.raises(ValueError, match="numbers its records by the trainer's global step"):
         run(data, algorithm(gdpo={"dump_dir": str(tmp_path)}))
+
+
+def test_a_component_near_the_float64_limit_trains_and_logs():
+    # 0 and 1e303 (was: OverflowError in the gdpo/ metrics' distinct counts, which stopped the step)
+    from verl.trainer.ppo import ray_trainer
+
+    data, components = rollout_batch(seed=2)
+    data.non_tensor_batch["correct"] = data.non_tensor_batch["correct"] * 1e303
+    out = run(data, algorithm())
+    expected = gdpo_advantage({"correct": components["correct"] * 1e303, "length": components["length"]},
+                              data.batch["response_mask"], data.non_tensor_batch["uid"])
+    torch.testing.assert_close(out.batch["advantages"], expected, rtol=0, atol=0)
+    metrics = ray_trainer.compute_data_metrics(batch=out, use_critic=False)
+    assert metrics["gdpo/correct/mean"] == pytest.approx(components["correct"].mean().item() * 1e303)
+    assert 1 <= metrics["gdpo/grpo_distinct_adv_per_group"] <= metrics["gdpo/distinct_adv_per_group"] <= 4
+
+
+@pytest.mark.parametrize(
+    ("uids", "message"),
+    [
+        ([True] * 4 + [1] * 4, r"group id \(uid\) True at response 0 is a bool: True equals 1"),
+        ([float("nan")] * 4 + [2.0] * 4, r"group id \(uid\) nan at 4 response\(s\)"),
+        ([3] * 4 + [float("nan")] * 4, r"group id \(uid\) nan at response 4"),
+    ],
+)
+def test_uids_that_would_merge_groups_are_refused(uids, message):
+    # True == 1: numpy's grouping (and verl's own, a dict) would make one group of the two prompts.
+    data, _ = rollout_batch(groups=2)
+    data.non_tensor_batch["uid"] = np.array(uids, dtype=object if isinstance(uids[0], (bool, int)) else float)
+    with pytest.raises(ValueError, match=message + r".*uid of its prompt"):
+        run(data, algorithm())
+
+
+def test_the_dataset_row_index_is_no_reward_component():
+    # verl's dataset stores extra_info.index per sample as "index", a number: it was trained on as a reward.
+    data, _ = rollout_batch()
+    data.non_tensor_batch["index"] = np.arange(len(data), dtype=np.int64)
+    with pytest.raises(ValueError, match=r"lists 'index', which is no reward component: verl stores the dataset row's"):
+        run(data, algorithm(gdpo_reward_keys=["correct", "index"]))

@@ -11,7 +11,7 @@ import ray
 import verl  # noqa: F401
 from verl.trainer.ppo import core_algos
 
-from gdpo_verl.verl_adapter import plugin
+from gdpo_verl.verl_adapter import cluster, plugin
 from gdpo_verl.verl_adapter import compute_gdpo_advantage
 
 RESOLVE = (
@@ -89,6 +89,22 @@ def test_ray_task_and_actor_resolve_gdpo_to_this_plugin(ray_cluster):
     actor = Actor.remote()
     assert ray.get(task.remote(), timeout=180) == OURS
     assert ray.get(actor.resolve.remote(), timeout=180) == OURS
+
+
+def test_the_node_check_tells_a_node_that_did_not_answer_from_one_without_the_plugin(ray_cluster, monkeypatch):
+    # Before: a node whose check had not answered (a busy machine: the probe starts a Python worker and imports
+    # verl) was reported as "gdpo-verl is not active ... Install gdpo-verl", though it was installed.
+    assert [node.ok for node in cluster.require_plugin_on_every_node(timeout_s=300)] == [True]
+    with pytest.raises(RuntimeError) as raised:
+        cluster.require_plugin_on_every_node(timeout_s=0.001)
+    message = str(raised.value)
+    assert "1 of 1 Ray nodes did not answer gdpo-verl's check in time" in message
+    assert "not a sign that gdpo-verl is missing" in message and "GDPO_VERL_NODE_CHECK_TIMEOUT_S" in message
+    assert "is not active" not in message and "Install gdpo-verl" not in message
+    for bad in ("nan", "inf", "-1", "soon"):
+        monkeypatch.setenv("GDPO_VERL_NODE_CHECK_TIMEOUT_S", bad)
+        with pytest.raises(ValueError, match=f"GDPO_VERL_NODE_CHECK_TIMEOUT_S='{bad}' is not a number of seconds"):
+            cluster.require_plugin_on_every_node()
 
 
 @pytest.fixture

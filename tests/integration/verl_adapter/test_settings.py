@@ -1,5 +1,7 @@
 """GDPO config keys read from verl's algorithm config: defaults, and an error for each misconfiguration."""
 
+import logging
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -120,3 +122,45 @@ def test_an_unusable_dump_dir_is_refused_before_ray_starts(tmp_path):
     config = OmegaConf.create({"algorithm": algorithm(gdpo_reward_keys=["correct"], gdpo={"dump_dir": str(tmp_path / "new" / "records")})})
     check_config(config)  # a directory still to be made is fine, and nothing is created before training
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "what"),
+    [
+        ("index", r"verl stores the dataset row's index \(extra_info.index\) under it"),
+        ("uid", r"it is verl's group id of each prompt"),
+        ("score", r"it is verl's summed reward"),
+        ("acc", r"verl's reward managers store the summed reward under it when compute_score returns a plain number"),
+        ("gdpo_signature", r"it is gdpo-verl's hash of the reward components"),
+        ("data_source", r"it is a per-sample field that verl's dataset or rollout fills"),
+        ("priority", r"verl stores each sample's sampling priority under it"),
+        ("__num_turns__", r"it is a per-sample field"),
+    ],
+)
+@pytest.mark.parametrize("estimator", ["gdpo", "grpo"])  # under grpo the keys ask for the gdpo/ metrics only
+def test_names_that_are_no_reward_component_are_refused_at_start_up(key, what, estimator):
+    # verl stores these per sample too (the index and priority as numbers): GDPO would train on them.
+    config = OmegaConf.create({"algorithm": algorithm(adv_estimator=estimator, gdpo_reward_keys=["correct", key])})
+    with pytest.raises(ValueError, match=rf"algorithm.gdpo_reward_keys lists '{key}', which is no reward component: "
+                                         rf"{what}.*List the components that compute_score returns") as refused:
+        check_config(config)
+    assert ("rename it there" in str(refused.value)) == (key != "score")  # verl requires 'score' to be the sum
+
+
+def test_a_negative_weight_is_allowed_and_said_once_at_start_up(caplog):
+    config = OmegaConf.create({"algorithm": algorithm(gdpo_reward_keys=["correct", "length"],
+                                                      gdpo_reward_weights=[1.0, -0.5])})
+    with caplog.at_level(logging.WARNING, logger="gdpo_verl"):
+        settings = check_config(config)
+        settings_from_config(config.algorithm)  # what every step reads: no second line
+    assert settings.weights == {"correct": 1.0, "length": -0.5}
+    warnings = [record.getMessage() for record in caplog.records if record.name == "gdpo_verl"]
+    assert len(warnings) == 1
+    assert "algorithm.gdpo_reward_weights has a negative weight (length: -0.5)" in warnings[0]
+    assert "make its weight positive" in warnings[0]
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="gdpo_verl"):
+        check_config(OmegaConf.create({"algorithm": algorithm(gdpo_reward_keys=["correct", "length"],
+                                                              gdpo_reward_weights=[1.0, 0.5])}))
+    assert not [record for record in caplog.records if record.name == "gdpo_verl"]

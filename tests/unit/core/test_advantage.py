@@ -212,6 +212,32 @@ def test_bad_input_gets_a_clear_error(overrides, message):
         call(**overrides)
 
 
+@pytest.mark.parametrize(
+    ("index", "message"),
+    [
+        # True == 1: numpy would put both in one group
+        (np.array([True, True, 1, 1], dtype=object), r"group id \(uid\) True at response 0 is a bool"),
+        ([1, 1, True, True], r"group id \(uid\) True at response 2 is a bool"),
+        ([0, 0, np.False_, np.False_], r"group id \(uid\) np.False_ at response 2 is a bool"),
+        (np.array([True, True, False, False]), r"group ids \(uid\) must not be bools; got np.True_"),
+        (torch.tensor([True, True, False, False]), "integer group ids; got dtype torch.bool"),
+        # NaN: a float array puts every NaN in one group, an object array each in its own
+        ([float("nan")] * 2 + [1.0] * 2, r"group id \(uid\) nan at 2 response\(s\), the first response 0"),
+        (np.array([3, 3, float("nan"), float("nan")], dtype=object), r"group id \(uid\) nan at response 2"),
+        (np.array([1.0, 1.0, np.float32("nan"), 2.0], dtype=object), r"group id \(uid\) nan at response 2"),
+    ],
+)
+def test_uids_that_would_merge_or_split_groups_silently_are_refused(index, message):
+    with pytest.raises(ValueError, match=message) as refused:
+        call(index=index)
+    assert "uid of its prompt" in str(refused.value) or "integer group ids" in str(refused.value)
+
+
+def test_uids_of_one_kind_still_group_as_before():
+    for index in (["a", "a", "b", "b"], [7, 7, 3, 3], np.array([7.0, 7.0, 3.5, 3.5]), torch.tensor([7, 7, 3, 3])):
+        assert group_ids(index, 4)[1] == 2
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
 def test_response_mask_is_left_unchanged_and_output_is_float32(dtype):
     rewards, mask, index = paper_example()

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from gdpo_verl.core.advantage import gdpo_parts
-from gdpo_verl.core.diagnostics import advantage_metrics, distinct_per_group
+from gdpo_verl.core.advantage import gdpo_outcome_parts, gdpo_parts
+from gdpo_verl.core.diagnostics import advantage_metrics, distinct_counts, distinct_per_group
 
 
 def parts_for(rows, weights=None, lengths=None, batch_norm="token"):
@@ -86,3 +86,25 @@ def test_distinct_count_packs_widely_spread_values_too():
     group = torch.tensor([0, 0, 1, 1])
     assert distinct_per_group(values, group, 2) == 2.0
     assert distinct_per_group(values[:2], group[:2], 1) == 2.0
+
+
+def test_rewards_near_the_float64_limit_are_counted_not_overflowed():
+    # 0 and 1e303 in one reward: scaled for rounding, 1e303 overflows to inf (was: OverflowError in the metrics).
+    parts = gdpo_outcome_parts(
+        {"correct": [0.0, 1e303, 1e303, 0.0, 1e303, 1e303], "length": [0.0, 0.0, 1.0, 1.0, 0.0, 0.0]},
+        [3] * 6, ["a", "a", "a", "a", "b", "b"], {"correct": 1.0, "length": 0.5},
+    )
+    metrics = advantage_metrics(parts)
+    # a: GDPO keeps all four combinations apart; GRPO's sum absorbs the length reward next to 1e303
+    # (1e303 + 0.5 == 1e303), so (1e303, 0) and (1e303, 1) collapse. b: one combination.
+    assert metrics["gdpo/distinct_adv_per_group"] == 2.5
+    assert metrics["gdpo/grpo_distinct_adv_per_group"] == 2.0
+    assert (metrics["gdpo/collapsed_group_frac"], metrics["gdpo/grpo_collapsed_group_frac"]) == (0.0, 0.5)
+    assert metrics["gdpo/correct/mean"] == pytest.approx(4e303 / 6)
+
+
+def test_distinct_count_keeps_huge_values_apart_from_scaled_ones():
+    # 1e297 scaled for rounding is 1e303: it must not be taken for the unscaled 1e303 next to it.
+    values = torch.tensor([1e297, 1e303, 2e303, 2e303, float("inf"), float("inf")], dtype=torch.float64)
+    group = torch.tensor([0, 0, 0, 0, 1, 1])
+    assert distinct_counts(values, group, 2).tolist() == [3, 1]

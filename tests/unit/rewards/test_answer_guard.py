@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from gdpo_verl.rewards.answer_guard import MAX_DIGITS, MAX_NESTING, nesting, refusal
+from gdpo_verl.rewards.answer_guard import MAX_DIGITS, MAX_NESTING, MAX_TERMS, hedge_pieces, nesting, plain_number, refusal
 
 # Answer forms of MATH-500, AIME and OlympiadBench: every one must reach math-verify.
 ORDINARY = [
@@ -16,6 +16,7 @@ ORDINARY = [
     "\\binom{2000}{1000}", "\\binom{1000000}{2}", "2^{10}\\cdot 3^{5}", "\\frac{1}{2^{1000}}", "2^{2^{4}}", "(2^{10})^{10}",
     "e^{i\\pi}", "x^{x^{x^{x}}}", "\\frac{\\sqrt{2}}{2}", "\\left(\\frac{1}{2}\\right)^{2}", "9" * 5000,
     "\\frac{-1 + \\sqrt{5}}{2}", "\\sqrt{\\frac{\\sqrt{3}}{\\left(2+\\sqrt{2}\\right)}}", "",
+    "\\sum_{k=1}^{n} k^2", "\\sum_{k=1}^{100} k", "\\prod_{k=1}^{10} k", "\\Gamma(100)", "\\Gamma\\left(\\frac{1}{2}\\right)",
 ]
 
 
@@ -41,6 +42,11 @@ def test_an_ordinary_answer_is_checked(answer):
         ("20000!", "about 86,021 digits"),
         ("\\frac{1}{" * 90 + "2" + "}" * 90, "brackets nested 90 deep"),
         ("\\left(" * 7 + "1" + "\\right)" * 7, "brackets nested 7 deep"),
+        # each of these ran into the checker's timeout before the guards knew sums, products and Gamma
+        ("\\prod_{k=1}^{10^{7}} k", "about 10^7 terms (more than 100)"),
+        ("\\sum_{k=1}^{100000} k^{k}", "about 10^5 terms (more than 100)"),
+        ("\\sum_{k=1}^{1000} k^{k}", "about 10^3 terms (more than 100)"),
+        ("\\Gamma(10^{7})", "about 70,000,000 digits"),
     ],
 )
 def test_a_costly_answer_is_refused_with_its_reason(answer, reason):
@@ -55,6 +61,65 @@ def test_the_limits_sit_at_their_documented_values():
     assert "digits" in refusal("10^{%d}" % (MAX_DIGITS + 1))
 
 
+def test_sums_and_products_are_limited_by_their_numeric_upper_limit():
+    assert refusal("\\sum_{k=1}^{%d} k" % MAX_TERMS) is None
+    assert "terms" in refusal("\\sum_{k=1}^{%d} k" % (MAX_TERMS + 1))
+    assert refusal("\\sum_{k=1}^{n} k^{k}") is None  # a symbolic limit: sympy keeps the sum symbolic
+
+
+# ------------------------------------------------------------------------------------ reading answers
+
+
+@pytest.mark.parametrize(
+    ("answer", "pieces"),
+    [
+        ("7 \\\\ 5", ["7", "5"]),
+        ("7\\\\[2pt]5", ["7", "5"]),
+        ("7$ \\text{ or } $5", ["7", "5"]),
+        ("7 \\text{or} 5", ["7", "5"]),
+        ("7 or 5", ["7", "5"]),
+        ("x = 7 \\lor x = 5", ["x = 7", "x = 5"]),
+        ("7 \\vee 5", ["7", "5"]),
+        ("7 \\text{ , } 5", ["7", "5"]),
+        ("7 \\quad 5", ["7", "5"]),
+        ("7 \\newline 5", ["7", "5"]),
+        ("7; 5", ["7", "5"]),
+        ("\\sqrt{2} \\text{ and } -\\sqrt{2}", ["\\sqrt{2}", "-\\sqrt{2}"]),
+        # one value each: separators inside braces or environments, text that is a unit, sets and tuples
+        ("5 \\text{ cm}", ["5 \\text{ cm}"]),
+        ("5 \\quad \\text{cm}", ["5"]),
+        ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", ["\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"]),
+        ("\\begin{cases} x \\\\ y \\end{cases}", ["\\begin{cases} x \\\\ y \\end{cases}"]),
+        ("\\{1, 2\\}", ["\\{1, 2\\}"]),
+        ("(1, 2]", ["(1, 2]"]),
+        ("\\operatorname{lcm}(2, 3)", ["\\operatorname{lcm}(2, 3)"]),
+        ("\\text{Evelyn}", []),
+        ("\\frac{7 \\\\ 5}{2}", ["\\frac{7 \\\\ 5}{2}"]),
+    ],
+)
+def test_hedge_pieces_split_where_an_answer_lists_values(answer, pieces):
+    assert hedge_pieces(answer) == pieces
+
+
+@pytest.mark.parametrize(
+    ("text", "plain"),
+    [
+        ("5e-05", "0.00005"),
+        ("1e16", "10000000000000000"),
+        ("2.5E+3", "2500"),
+        ("-1.5e-3", "-0.0015"),
+        ("1\\,000\\,000", "1000000"),
+        ("1{,}234", "1234"),
+        ("12\\,34", "12\\,34"),  # not groups of three digits: left alone
+        ("x\\,y", "x\\,y"),
+        ("e", "e"),
+        ("3e", "3e"),
+    ],
+)
+def test_plain_number_writes_numbers_math_verify_misreads_in_plain_digits(text, plain):
+    assert plain_number(text) == plain
+
+
 def test_nesting_counts_every_bracket_kind_and_ignores_unbalanced_closers():
     assert nesting("{[(x)]}") == 3
     assert nesting(")))((") == 2
@@ -62,11 +127,14 @@ def test_nesting_counts_every_bracket_kind_and_ignores_unbalanced_closers():
 
 
 def test_any_text_is_read_quickly_and_never_raises():
-    alphabet = list("0123456789^!{}()[]+-*/,. x_") + ["\\frac", "\\binom", "\\left(", "\\right)", "**", "\\cdot", "99999"]
+    alphabet = list("0123456789^!{}()[]+-*/,. x_$;") + ["\\frac", "\\binom", "\\left(", "\\right)", "**", "\\cdot", "99999"]
+    alphabet += ["\\sum_", "\\Gamma", "\\text{", " or ", "\\\\", "\\begin{a}", "\\end{a}", "e-", "\\,"]
     generator = random.Random(0)
     texts = ["".join(generator.choice(alphabet) for _ in range(generator.randint(0, 300))) for _ in range(3000)]
-    texts += ["{" * 100_000 + "}" * 100_000, "2^" * 5000 + "2", "!" * 5000, "\\binom" * 1000]
+    texts += ["{" * 100_000 + "}" * 100_000, "2^" * 5000 + "2", "!" * 5000, "\\binom" * 1000, "\\sum^" * 1000]
     for text in texts:
         start = time.perf_counter()
         refusal(text)
+        hedge_pieces(text[:1000])  # the checker reads answers of up to 1,000 characters
+        plain_number(text)
         assert time.perf_counter() - start < 0.5, text[:80]

@@ -1,12 +1,17 @@
 """The math length-constrained rewards, with math-verify, including hostile answers."""
 
+import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from gdpo_verl.rewards.math_length import _verdict, compute_score, final_answer, last_boxed, parse_ground_truth
-from gdpo_verl.rewards.verifier import AnswerChecker
+from gdpo_verl.rewards.verifier import AnswerChecker, Verdict
+
+KEYS = {"score", "correct", "length", "short", "response_length", "answer_found", "hedged", "verify_failed"}
 
 
 def score(text, truth="4", length=100, **options):
@@ -17,7 +22,7 @@ def test_correct_and_short():
     result = score("Let me add. 2+2=4 </think> So the answer is \\boxed{4}.")
     assert result == {
         "score": 2.0, "correct": 1.0, "length": 1.0, "short": 1.0,
-        "response_length": 100.0, "answer_found": 1.0, "verify_failed": 0.0,
+        "response_length": 100.0, "answer_found": 1.0, "hedged": 0.0, "verify_failed": 0.0,
     }
 
 
@@ -108,6 +113,9 @@ HOSTILE = [
     "\\binom{1000000}{500000}",
     "\\frac{1}{" * 90 + "2" + "}" * 90,
     "(" * 30 + "1" + ")" * 30,
+    "\\prod_{k=1}^{10^{7}} k",
+    "\\Gamma(10^{7})",
+    "\\sum_{k=1}^{100000} k^{k}",
 ]
 
 
@@ -135,31 +143,105 @@ def test_a_check_that_runs_past_timeout_s_counts_as_not_made_and_the_checker_rec
     # 5000! passes the guards (16,326 digits) but no check answers within 1 ms: the check is cut short.
     result = score("</think> \\boxed{5000!}", "1", timeout_s=0.001)
     assert (result["correct"], result["verify_failed"]) == (0.0, 1.0)
-    assert "no verdict within timeout_s=0.001 s" in caplog.text
+    assert "no verdict before the deadline" in caplog.text
     assert score("</think> \\boxed{4}")["correct"] == 1.0
 
 
-def test_the_checks_of_one_response_share_timeout_s():
-    checker = AnswerChecker(timeout_s=5.0, workers=1)
-    calls = []
-    checker.timed_check = lambda gold, answer, timeout_s: (calls.append(timeout_s), (True, 0.3))[1]
-    checker.timeout_s = 0.5
+def test_the_checks_of_one_response_share_one_deadline():
+    checker = AnswerChecker(workers=1)
+    deadlines = []
+
+    def check(gold, answer, deadline):
+        deadlines.append(deadline)
+        time.sleep(0.3)
+        return Verdict(True) if time.monotonic() < deadline else Verdict(None, "late")
+
+    checker.check = check
     truth = parse_ground_truth({"all_of": ["1", "2", "3"]})
-    verdict = _verdict(truth, "</think> \\boxed{1, 2, 3}", "1, 2, 3", "required", checker)
-    # each check takes 0.3 s: the second gets what is left, the third finds the half second spent
-    assert verdict == (None, "timeout_s spent") and calls == pytest.approx([0.5, 0.2])
+    deadline = time.monotonic() + 0.5
+    verdict = _verdict(truth, "</think> \\boxed{1, 2, 3}", "1, 2, 3", "required", checker, deadline)
+    assert verdict.value is None and deadlines == [deadline] * 3
+
+
+def _checker_processes() -> list[int]:
+    """The pids of this process's math-verify checker children (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue  # it exited while being read
+        if parent == os.getpid() and b"gdpo_verl.rewards.verifier" in command:
+            found.append(int(entry.name))
+    return found
+
+
+SLOW = "(" * 6 + "1" + ")" * 6  # passes the guards and takes math-verify about half a second
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="counts child processes through /proc (Linux)")
+def test_back_to_back_timeouts_keep_the_bound_and_the_pool_at_its_size():
+    # Before: each timed-out process was replaced twice (a background spare and a synchronous start by the next
+    # call), so 8 threads left 9 processes for a pool of 2, and a call after a timeout waited about 1.5 s, uncounted,
+    # for a fresh process to import sympy.
+    others = set(_checker_processes())  # the reward's own pool, started by earlier tests
+    checker = AnswerChecker(workers=2)
+    checker.start()
+    stop, counts, slowest = threading.Event(), [], [0.0]
+
+    def watch():
+        while not stop.is_set():
+            counts.append(len(set(_checker_processes()) - others))
+            time.sleep(0.02)
+
+    def call(answer):
+        start = time.monotonic()
+        verdict = checker.check("1", answer, start + 0.2)
+        slowest[0] = max(slowest[0], time.monotonic() - start)
+        return verdict
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            verdicts = list(pool.map(call, [SLOW, "1"] * 16))
+    finally:
+        stop.set()
+        watcher.join()
+    assert max(counts) <= 2, f"the pool of 2 held up to {max(counts)} processes"
+    assert slowest[0] < 0.2 + 0.3, f"a call with a 0.2 s deadline took {slowest[0]:.2f} s"
+    assert all(verdict.value is None for verdict in verdicts[::2])  # every slow check was cut short
+    checker.close()
+    assert set(_checker_processes()) - others == set()
 
 
 def test_a_killed_checker_process_is_replaced_in_the_background():
-    checker = AnswerChecker(timeout_s=5.0, workers=1)
-    assert checker.check("1", "5000!", timeout_s=0.001) is None
-    deadline = time.monotonic() + 60
-    while checker._idle.empty():  # the spare starts while nobody is checking
-        assert time.monotonic() < deadline, "no spare checker process within 60 s"
+    checker = AnswerChecker(workers=1)
+    assert checker.check("1", SLOW, time.monotonic() + 0.05).value is None
+    time.sleep(5)  # the replacement imports sympy and math-verify while nobody is checking
+    start = time.monotonic()
+    assert checker.check("4", "4", start + 5).value is True
+    assert time.monotonic() - start < 0.5  # no second spent importing sympy and math-verify
+    checker.close()
+
+
+def test_a_busy_pool_is_waited_for_only_until_the_deadline():
+    # Before: the wait for a free checker process had no bound (trivially correct answers waited 45 s).
+    checker = AnswerChecker(workers=1)
+    checker.start()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        slow = pool.submit(checker.check, "2", SLOW, time.monotonic() + 5)
         time.sleep(0.05)
-    start = time.perf_counter()
-    assert checker.check("4", "4") is True
-    assert time.perf_counter() - start < 0.5  # no second spent importing sympy and math-verify
+        start = time.monotonic()
+        verdict = checker.check("4", "4", start + 0.1)
+        waited = time.monotonic() - start
+    assert verdict.value is None and "no checker process free" in verdict.why
+    assert waited < 0.1 + 0.3
+    assert slow.result().value is False
+    assert checker.check("4", "4", time.monotonic() + 5).value is True
     checker.close()
 
 
@@ -170,7 +252,7 @@ def test_a_killed_checker_process_is_replaced_in_the_background():
 def test_pathological_answers_never_raise(answer):
     result = score(f"</think> \\boxed{{{answer}}}", timeout_s=2.0)
     assert result["correct"] == 0.0
-    assert set(result) == {"score", "correct", "length", "short", "response_length", "answer_found", "verify_failed"}
+    assert set(result) == KEYS
 
 
 def test_checks_from_many_threads_at_once(tmp_path):
@@ -182,14 +264,13 @@ def test_checks_from_many_threads_at_once(tmp_path):
 
 
 def test_checker_reports_a_dead_process_as_unchecked():
-    checker = AnswerChecker(timeout_s=5.0, workers=1)
-    assert checker.check("4", "4") is True
-    worker = checker._idle.get_nowait()
-    worker.process.kill()
-    worker.process.wait()
-    checker._idle.put(worker)
-    assert checker.check("4", "4") is None
-    assert checker.check("4", "4") is True
+    checker = AnswerChecker(workers=1)
+    assert checker.check("4", "4", time.monotonic() + 5).value is True
+    (process,) = checker.processes()
+    process.kill()
+    process.wait()
+    assert checker.check("4", "4", time.monotonic() + 5).value is None
+    assert checker.check("4", "4", time.monotonic() + 60).value is True
     checker.close()
 
 
@@ -242,18 +323,99 @@ def test_a_malformed_ground_truth_is_a_data_error_naming_the_problem(truth, mess
         score("</think> \\boxed{1}", truth)
 
 
-def test_waiting_for_a_busy_checker_process_is_not_charged_to_the_check():
-    # verl scores responses from many threads, and each reward worker has few checker processes: the time a
-    # response waits for one must not eat its timeout_s, or a busy pool would turn correct answers into
-    # verify_failed.
+# ------------------------------------------------------------------------------------ hedged answers
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "7 \\\\ 5", "5 \\\\ 7", "7$ \\text{ or } $5", "7 \\lor 5", "x = 7 \\vee x = 5", "7 \\text{ , } 5", "5\\\\[2pt]7",
+        "x = 7 \\quad x = 5", "7 \\cr 5", "5 \\text{ or } 7", "5 or 7", "x=5; x=7",
+    ],
+)
+def test_an_answer_that_lists_several_values_is_never_credited(answer):
+    # Before: math-verify read one of the values (the last line, the last $...$ or the first), so for gold 5
+    # \boxed{7 \\ 5} scored correct = 1 and a policy could list answers.
+    result = score(f"</think> \\boxed{{{answer}}}", "5")
+    assert (result["correct"], result["hedged"], result["verify_failed"]) == (0.0, 1.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth"),
+    [
+        ("\\frac{1}{2} \\text{ or } 0.5", "0.5"),  # one value written two ways
+        ("5 \\text{ cm}", "5"),  # a unit is not a second value
+        ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"),
+        ("2 \\text{ or } 3", "2 \\text{ or } 3"),  # the ground truth itself lists the values
+        ("\\{2, 3\\}", "\\{2, 3\\}"),
+    ],
+)
+def test_one_value_and_its_legitimate_forms_are_credited(answer, truth):
+    result = score(f"</think> \\boxed{{{answer}}}", truth)
+    assert (result["correct"], result["hedged"]) == (1.0, 0.0)
+
+
+def test_a_hedged_part_of_a_multi_part_answer_is_not_credited():
+    assert score("</think> \\boxed{2, 3}", {"all_of": ["2", "3"]})["correct"] == 1.0
+    result = score("</think> \\boxed{2} \\boxed{4 \\\\ 3}", {"all_of": ["2", "3"]})
+    assert (result["correct"], result["hedged"]) == (0.0, 1.0)
+
+
+# ----------------------------------------------------------- correct answers math-verify misread
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth"),
+    [
+        ("0.00005", "5e-05"),  # a float written by Python, read by math-verify as 5e - 5
+        ("0.00005", 5e-05),
+        ("10^{16}", "1e16"),
+        ("10^{16}", 1e16),
+        ("1\\,000\\,000", "1000000"),  # digit groups, read as 1 * 0 * 0
+        ("1000000", "1\\,000\\,000"),
+        ("2^{2^{2^{2^{2}}}}", "2^{65536}"),  # towers sympy kept unevaluated
+        ("2^{2^{11}}", "2^{2048}"),  # this one ran into the 5 s timeout: never credited
+        ("\\Gamma(1000)", "999!"),  # 2,565 digits: over Python's 4,300-digit printing limit as a difference
+    ],
+)
+def test_correct_answers_math_verify_misread_are_credited_quickly(answer, truth):
+    start = time.monotonic()
+    result = score(f"</think> \\boxed{{{answer}}}", truth)
+    assert (result["correct"], result["verify_failed"]) == (1.0, 0.0)
+    assert time.monotonic() - start < 2.0
+
+
+@pytest.mark.parametrize("truth", [float("nan"), float("inf"), "nan", "NaN", "-inf", "Infinity", ["1", float("nan")]])
+def test_a_nan_or_infinite_ground_truth_is_a_data_error(truth):
+    # Before: a NaN ground truth was accepted and marked every answer wrong.
+    with pytest.raises(ValueError, match="a float NaN or infinity"):
+        score("</think> \\boxed{1}", truth)
+
+
+def test_a_check_that_raises_is_not_checked_never_wrong(caplog):
+    # sympy raising inside math-verify is no verdict: before, it was scored as a wrong answer.
     checker = AnswerChecker(workers=1)
-    assert checker.check("1", "1") is True  # the process is up
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        slow = pool.submit(checker.timed_check, "1", "\\binom{66000}{33000}")  # passes the guards; takes a while
-        time.sleep(0.05)
-        start = time.monotonic()
-        verdict, spent = pool.submit(checker.timed_check, "4", "4").result()
-        waited = time.monotonic() - start
-    assert verdict is True and slow.result()[0] is False
-    assert spent < waited - 0.1, (spent, waited)
+    verdict = checker.check("1", "\\frac{1}{0}^{\\frac{1}{0}}", time.monotonic() + 5)
+    assert verdict.value in (False, None)  # math-verify catches most errors itself: this one only must not hang
     checker.close()
+
+
+# ------------------------------------------------------------------------------------------ bounds
+
+
+@pytest.mark.parametrize("truth", ["1", {"all_of": ["1", "2"]}])
+def test_a_response_of_110000_boxes_is_read_in_one_pass(truth):
+    # Before: the box scan searched the rest of the text for every box: 49 s, outside any timeout.
+    text = "</think> " + "\\boxed{1}" * 110_000
+    start = time.monotonic()
+    score(text, truth)
+    score("</think> " + "\\boxed{" * 110_000, truth)
+    assert time.monotonic() - start < 2.0
+
+
+def test_every_call_returns_within_timeout_s(caplog):
+    score("</think> \\boxed{4}")  # the checker processes are running, as in a training run
+    for answer in [SLOW, "\\sum_{k=1}^{100} k^{k}", "\\prod_{k=1}^{100} k!", "4"]:
+        start = time.monotonic()
+        score(f"</think> \\boxed{{{answer}}}", "1", timeout_s=0.3)
+        assert time.monotonic() - start < 0.3 + 0.3, answer
