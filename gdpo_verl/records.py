@@ -9,12 +9,14 @@ the reward components; ``step_report`` turns a step into the ``gdpo/`` metrics.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
+import numbers
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -23,17 +25,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from gdpo_verl.core.advantage import DEFAULT_BATCH_NORM, DEFAULT_EPS, GdpoParts, gdpo_outcome_parts
+from gdpo_verl.core.advantage import BATCH_NORMS, DEFAULT_BATCH_NORM, DEFAULT_EPS, GdpoParts, gdpo_outcome_parts
 from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.core.diagnostics import advantage_metrics
-from gdpo_verl.jsonl import read_jsonl
+from gdpo_verl.jsonl import NotRegularFile, iter_jsonl, open_regular
 
 RECORD_FILE = "gdpo_steps.jsonl"
 # Records of steps that a resumed run ran again, moved out of RECORD_FILE (see set_aside_steps_from).
 SUPERSEDED_FILE = "gdpo_steps.superseded.jsonl"
 FORMAT = "gdpo-verl/steps-v1"
 # append_record writes "format" then "step" first in every line.
-_STEP = re.compile(r'\{"format": "[^"]*", "step": (\d+)')
+_STEP = re.compile(rb'\{"format": "[^"]*", "step": (\d+)')
+# Steps and response lengths: whole numbers a float64 holds exactly (the arithmetic and the plots take floats).
+MAX_WHOLE = 2**53
 
 logger = logging.getLogger("gdpo_verl")
 # The record files this process has appended to (each is checked once, before its first append).
@@ -50,6 +54,7 @@ class StepRecord:
     norm_by_std: bool = True
     batch_norm: str = DEFAULT_BATCH_NORM
     eps: float = DEFAULT_EPS
+    source: str = ""  # "<file>:<line>" it was read from, for error messages
 
 
 def example_path() -> Path:
@@ -67,7 +72,8 @@ def append_record(
     batch_norm: str,
     eps: float,
 ) -> Path:
-    """Append one step to ``<dump_dir>/gdpo_steps.jsonl``; returns the file."""
+    """Append one step to ``<dump_dir>/gdpo_steps.jsonl``; returns the file. A FIFO or anything else but a regular
+    file there is refused (OSError naming it), never waited on."""
     directory = Path(dump_dir)
     record = {
         "format": FORMAT,
@@ -87,8 +93,13 @@ def append_record(
             directory.mkdir(parents=True, exist_ok=True)
             set_aside_steps_from(path, int(step))
             _opened.add(path)
-        with path.open("a") as handle:
+        with open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, "a") as handle:
             handle.write(json.dumps(record) + "\n")
+    except NotRegularFile as exc:
+        raise NotRegularFile(
+            f"cannot write the GDPO record of step {step}: {exc} Remove it, or set algorithm.gdpo.dump_dir to "
+            "another directory, or null."
+        ) from None
     except OSError as exc:
         raise OSError(
             f"cannot write the GDPO record of step {step} to {path}: {exc}. Set algorithm.gdpo.dump_dir to a "
@@ -101,32 +112,47 @@ def set_aside_steps_from(path: Path, step: int) -> None:
     """Before a process first appends ``step`` to ``path``: move the records of ``step`` and later steps (an
     earlier run wrote them and stopped before its checkpoint, and this run resumed from the one before, or this
     is a new run in the same directory) to ``SUPERSEDED_FILE`` beside it, and drop a torn last line (a run killed
-    while writing it). Each step is then recorded once in ``path``; both are logged as warnings."""
-    if not path.is_file():
+    while writing it). Each step is then recorded once in ``path``; both are logged as warnings. Reads and
+    rewrites one line at a time; NotRegularFile when ``path`` (or a file it writes) is not a regular file."""
+    try:
+        reader = open_regular(path)
+    except FileNotFoundError:
         return
-    lines = path.read_text().splitlines(keepends=True)
-    torn = bool(lines) and not lines[-1].endswith("\n")
+    later_steps: list[int] = []
+    torn = 0
+    with reader:
+        for line in reader:
+            if not line.endswith(b"\n"):
+                torn = len(line)  # only the last line can lack its newline
+                break
+            found = _STEP.match(line)
+            if found and int(found.group(1)) >= step:
+                later_steps.append(int(found.group(1)))
     if torn:
-        logger.warning("%s: dropped a torn last line (%d characters): the run writing it stopped in the middle.",
-                       path, len(lines[-1]))
-        lines.pop()
-    kept, later = [], []
-    for line in lines:
-        found = _STEP.match(line)
-        (later if found and int(found.group(1)) >= step else kept).append(line)
-    if later:
-        with (path.parent / SUPERSEDED_FILE).open("a") as handle:
-            handle.writelines(later)
-        steps = sorted({int(_STEP.match(line).group(1)) for line in later})
+        logger.warning("%s: dropped a torn last line (%d bytes): the run writing it stopped in the middle.", path, torn)
+    if not (torn or later_steps):
+        return
+    temporary = path.with_name(path.name + ".tmp")
+    superseded = path.parent / SUPERSEDED_FILE
+    create = os.O_WRONLY | os.O_CREAT
+    with open_regular(path) as reader, open_regular(temporary, create | os.O_TRUNC, "wb") as kept:
+        moved = open_regular(superseded, create | os.O_APPEND, "ab") if later_steps else None
+        try:
+            for line in reader:
+                if not line.endswith(b"\n"):
+                    break
+                found = _STEP.match(line)
+                (moved if moved and found and int(found.group(1)) >= step else kept).write(line)
+        finally:
+            if moved:
+                moved.close()
+    os.replace(temporary, path)
+    if later_steps:
         logger.warning(
             "%s: this run records step %d on, so the %d record(s) of step(s) %s already there (written by a run "
             "that stopped before their checkpoint, or by an earlier run) were moved to %s.",
-            path, step, len(later), ", ".join(map(str, steps)), SUPERSEDED_FILE,
+            path, step, len(later_steps), ", ".join(map(str, sorted(set(later_steps)))), SUPERSEDED_FILE,
         )
-    if torn or later:
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text("".join(kept))
-        os.replace(temporary, path)
 
 
 def load_steps(path: str | Path, rewards: Sequence[str] | None = None) -> list[StepRecord]:
@@ -137,109 +163,188 @@ def load_steps(path: str | Path, rewards: Sequence[str] | None = None) -> list[S
         rewards: the component names; required for verl's dumps (they mix components with other fields),
             optional for gdpo-verl records (a subset to keep).
     """
+    return list(iter_steps(path, rewards))
+
+
+def iter_steps(path: str | Path, rewards: Sequence[str] | None = None) -> Iterator[StepRecord]:
+    """``load_steps`` one step at a time: a record file is read line by line, a verl dump file one at a time
+    (one step each), so memory holds one step, whatever the size of the file. ValueError naming the file, the
+    line and the field on a bad input."""
     path = Path(path)
     if path.is_dir():
-        if (path / RECORD_FILE).is_file():
-            path = path / RECORD_FILE
+        record = path / RECORD_FILE
+        if os.path.lexists(record):
+            path = record  # not a regular file: refused by the reader, never skipped for the dumps beside it
         else:
             dumps = sorted(path.glob("*.jsonl"), key=_dump_order)
             if not dumps:
                 raise ValueError(f"{path} holds neither {RECORD_FILE} nor verl rollout dumps (<step>.jsonl).")
-            return [step for dump in dumps for step in _load_file(dump, rewards)]
-    if not path.is_file():
+            for dump in dumps:
+                yield from _load_file(dump, rewards)
+            return
+    elif not os.path.lexists(path):
         raise ValueError(f"{path}: no such file or directory.")
-    return _load_file(path, rewards)
+    yield from _load_file(path, rewards)
 
 
-def _dump_order(path: Path) -> tuple[int, str]:
+def _dump_order(path: Path) -> tuple[float, str]:
     """verl names its dumps <step>.jsonl: numeric order, then anything else by name."""
-    return (int(path.stem), "") if path.stem.isdigit() else (math.inf, path.name)
+    return (int(path.stem), "") if path.stem.isdigit() and len(path.stem) < 19 else (math.inf, path.name)
 
 
-def _load_file(path: Path, rewards: Sequence[str] | None) -> list[StepRecord]:
-    numbered = read_jsonl(path, torn_tail=True)
-    if not numbered:
+def _is_record(row: Any) -> bool:
+    return isinstance(row, dict) and row.get("format") == FORMAT
+
+
+def _is_dump_row(row: Any) -> bool:
+    return isinstance(row, dict) and "input" in row and "step" in row
+
+
+def _load_file(path: Path, rewards: Sequence[str] | None) -> Iterator[StepRecord]:
+    lines = iter_jsonl(path, torn_tail=True)
+    first = next(lines, None)
+    if first is None:
         raise ValueError(f"{path} is empty.")
-    rows = [row for _, row in numbered]
-    if all(isinstance(row, dict) and row.get("format") == FORMAT for row in rows):
-        return [_from_record(path, number, row, rewards) for number, row in numbered]
-    if all(isinstance(row, dict) and "input" in row and "step" in row for row in rows):
-        return _from_verl_dump(path, rows, rewards)
-    raise ValueError(
-        f"{path}: not a gdpo-verl record (lines with \"format\": \"{FORMAT}\") nor a verl rollout dump "
-        "(lines with \"input\" and \"step\")."
-    )
+    number, row = first
+    if _is_record(row):
+        for number, row in itertools.chain([first], lines):
+            if not _is_record(row):
+                raise ValueError(f"{path}:{number}: not a gdpo-verl record (\"format\": \"{FORMAT}\") like line "
+                                 f"{first[0]}; a record file holds records only.")
+            yield _from_record(path, number, row, rewards)
+    elif _is_dump_row(row):
+        yield from _from_verl_dump(path, itertools.chain([first], lines), rewards)
+    else:
+        raise ValueError(
+            f"{path}:{number}: not a gdpo-verl record (a JSON object with \"format\": \"{FORMAT}\") nor a verl "
+            "rollout dump line (a JSON object with \"input\" and \"step\")."
+        )
+
+
+def _describe(value: Any) -> str:
+    """A value for an error message, short even for a 4,000-digit integer or a long list."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**18:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1:,} digits"
+    return f"{value!r:.80}"
+
+
+def _is_finite(value: Any) -> bool:
+    """A finite real number a float64 holds, not a bool (a record's rewards are floats)."""
+    return not isinstance(value, (bool, np.bool_)) and is_reward_value(value)
+
+
+def _is_dump_reward(value: Any) -> bool:
+    """A reward in verl's dump: a finite number, or a bool (``compute_score`` may return one; True counts as 1)."""
+    return isinstance(value, bool) or _is_finite(value)
+
+
+def _whole(where: str, field: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= MAX_WHOLE:
+        raise ValueError(f"{where}: {field} must be a whole number from 0 to 2^53; got {_describe(value)}.")
+    return int(value)
 
 
 def _from_record(path: Path, number: int, row: dict, rewards: Sequence[str] | None) -> StepRecord:
     where = f"{path}:{number}"
     missing = [key for key in ("step", "uid", "rewards") if key not in row]
-    if missing or not isinstance(row.get("rewards"), dict):
+    if missing:
         raise ValueError(f"{where}: a {FORMAT} record needs step, uid and a rewards mapping; missing {missing}.")
+    step = _whole(where, "step", row["step"])
+    if not isinstance(row["rewards"], dict) or not row["rewards"]:
+        raise ValueError(f"{where}: rewards must be a mapping of reward name -> list of numbers; got "
+                         f"{_describe(row['rewards'])}.")
     names = list(row["rewards"])
     if rewards is not None:
         unknown = [name for name in rewards if name not in names]
         if unknown:
             raise ValueError(f"{where}: --rewards {unknown} not in the record, which has {names}.")
         names = list(rewards)
-    if not isinstance(row["uid"], list):
-        raise ValueError(f"{where}: uid must be a list with one group id per response.")
-    size = len(row["uid"])
+    uid = row["uid"]
+    if not isinstance(uid, list) or not uid:
+        raise ValueError(f"{where}: uid must be a non-empty list with one group id per response; got {_describe(uid)}.")
+    odd = [value for value in uid if type(value) not in (str, int)]
+    if odd:
+        raise ValueError(f"{where}: uid must hold one group id per response, a string (or a whole number); got "
+                         f"{_describe(odd[0])}.")
+    if len({type(value) for value in uid}) > 1:
+        raise ValueError(f"{where}: uid mixes strings and whole numbers (1 and \"1\" would name different groups); "
+                         "write every group id as a string.")
+    size = len(uid)
     for name in names:
         values = row["rewards"][name]
         if not isinstance(values, list) or len(values) != size:
             raise ValueError(f"{where}: reward {name!r} must be a list of {size} numbers, one per response.")
-        bad = [value for value in values if isinstance(value, bool) or not is_reward_value(value)]
+        bad = [value for value in values if not _is_finite(value)]
         if bad:
-            raise ValueError(f"{where}: reward {name!r} must hold finite numbers; got {bad[0]!r:.80}.")
+            raise ValueError(f"{where}: reward {name!r} must hold finite numbers; got {_describe(bad[0])}.")
+    lengths = row.get("response_length")
+    if lengths is not None:
+        if not isinstance(lengths, list) or len(lengths) != size:
+            raise ValueError(f"{where}: response_length must be a list of {size} token counts, one per response; "
+                             f"got {_describe(lengths)}.")
+        lengths = [_whole(where, "response_length", value) for value in lengths]
     weights = row.get("weights")
     if weights is not None:
         if not isinstance(weights, dict) or sorted(weights) != sorted(row["rewards"]):
             raise ValueError(f"{where}: weights must name the record's rewards {sorted(row['rewards'])}; got {weights!r:.120}.")
-        if not all(is_reward_value(value) for value in weights.values()):
-            raise ValueError(f"{where}: weights must be finite numbers; got {weights!r:.120}.")
+        bad = [value for value in weights.values() if not _is_finite(value)]
+        if bad:
+            raise ValueError(f"{where}: weights must be finite numbers; got {_describe(bad[0])}.")
+    norm_by_std = row.get("norm_by_std", True)
+    if not isinstance(norm_by_std, bool):
+        raise ValueError(f"{where}: norm_by_std must be true or false; got {_describe(norm_by_std)}.")
+    batch_norm = row.get("batch_norm", DEFAULT_BATCH_NORM)
+    if not isinstance(batch_norm, str) or batch_norm not in BATCH_NORMS:
+        raise ValueError(f"{where}: batch_norm must be one of {BATCH_NORMS}; got {_describe(batch_norm)}.")
+    eps = row.get("eps", DEFAULT_EPS)
+    if not _is_finite(eps) or not 0 <= eps <= 1:
+        raise ValueError(f"{where}: eps must be a finite number from 0 to 1; got {_describe(eps)}.")
     return StepRecord(
-        step=int(row["step"]),
-        uid=row["uid"],
+        step=step,
+        uid=uid,
         rewards={name: row["rewards"][name] for name in names},
-        response_length=row.get("response_length"),
+        response_length=lengths,
         weights={name: weights[name] for name in names} if weights else None,
-        norm_by_std=bool(row.get("norm_by_std", True)),
-        batch_norm=row.get("batch_norm", DEFAULT_BATCH_NORM),
-        eps=float(row.get("eps", DEFAULT_EPS)),
+        norm_by_std=norm_by_std,
+        batch_norm=batch_norm,
+        eps=float(eps),
+        source=where,
     )
 
 
-def _from_verl_dump(path: Path, rows: list[dict], rewards: Sequence[str] | None) -> list[StepRecord]:
-    if not rewards:
-        numeric = sorted(key for key, value in rows[0].items() if is_reward_value(value) and key not in ("score", "step"))
-        raise ValueError(
-            f"{path} is a verl rollout dump: name the reward components with --rewards "
-            f"(numeric fields in it: {numeric})."
-        )
-    missing = sorted({name for row in rows for name in rewards if name not in row})
-    if missing:
-        raise ValueError(f"{path}: rewards {missing} are not in the dump; its fields are {sorted(rows[0])}.")
-    by_step: dict[int, list[dict]] = {}
-    for row in rows:
-        by_step.setdefault(int(row["step"]), []).append(row)
-    steps = []
-    for step, members in sorted(by_step.items()):
-        for name in rewards:
-            bad = [row[name] for row in members if not is_reward_value(row[name])]
-            if bad:
-                raise ValueError(f"{path}: reward {name!r} has non-numeric values such as {bad[0]!r}.")
-        # verl's dump has no uid: the rollouts of one prompt share its text.
-        steps.append(
-            StepRecord(
-                step=step,
-                uid=[str(row["input"]) for row in members],
-                rewards={name: [float(row[name]) for row in members] for name in rewards},
-                response_length=None,
-                batch_norm="sequence",
+def _from_verl_dump(path: Path, rows: Iterator[tuple[int, Any]], rewards: Sequence[str] | None) -> list[StepRecord]:
+    """The steps of one verl dump file: its rows grouped by step (only the prompt and the rewards of each are kept)."""
+    by_step: dict[int, tuple[str, list[str], dict[str, list[float]]]] = {}
+    prompts: dict[str, str] = {}  # one copy of each prompt text, however many rollouts share it
+    for number, row in rows:
+        where = f"{path}:{number}"
+        if not _is_dump_row(row):
+            raise ValueError(f"{where}: not a verl rollout dump line (a JSON object with \"input\" and \"step\") like "
+                             "the first line; a dump holds dump lines only.")
+        if not rewards:
+            numeric = sorted(key for key, value in row.items()
+                             if _is_dump_reward(value) and key not in ("score", "step"))
+            raise ValueError(
+                f"{path} is a verl rollout dump: name the reward components with --rewards "
+                f"(numeric fields in it: {numeric})."
             )
-        )
-    return steps
+        missing = [name for name in rewards if name not in row]
+        if missing:
+            raise ValueError(f"{where}: rewards {missing} are not in the dump; its fields are {sorted(row)}.")
+        step = _whole(where, "step", row["step"])
+        for name in rewards:
+            if not _is_dump_reward(row[name]):
+                raise ValueError(f"{where}: reward {name!r} must be a finite number; got {_describe(row[name])}.")
+        text = str(row["input"])
+        _, uids, values = by_step.setdefault(step, (where, [], {name: [] for name in rewards}))
+        uids.append(prompts.setdefault(text, text))
+        for name in rewards:
+            values[name].append(float(row[name]))
+    # verl's dump has no uid: the rollouts of one prompt share its text.
+    return [
+        StepRecord(step=step, uid=uids, rewards=values, response_length=None, batch_norm="sequence", source=where)
+        for step, (where, uids, values) in sorted(by_step.items())
+    ]
 
 
 def step_parts(record: StepRecord) -> GdpoParts:
@@ -258,15 +363,24 @@ def step_parts(record: StepRecord) -> GdpoParts:
 
 
 def step_report(record: StepRecord) -> dict[str, Any]:
-    """``{"step", "responses", "groups", "metrics"}`` with the ``gdpo/`` metrics of the step."""
-    parts = step_parts(record)
-    return {
-        "step": record.step,
-        "responses": len(record.uid),
-        "groups": parts.num_groups,
-        "metrics": advantage_metrics(parts),
-    }
+    """``{"step", "responses", "groups", "metrics"}`` with the ``gdpo/`` metrics of the step. A record read from a
+    file (``source`` set) that GDPO refuses raises ValueError naming the file and line."""
+    try:
+        parts = step_parts(record)
+        metrics = advantage_metrics(parts)
+    except ValueError as exc:
+        if not record.source:
+            raise
+        raise ValueError(f"{record.source}: {exc}") from exc
+    except ArithmeticError as exc:  # an overflow the checks above did not foresee: still the file's line
+        if not record.source:
+            raise
+        largest = {name: max(map(abs, values)) for name, values in record.rewards.items()}
+        raise ValueError(f"{record.source}: the step's metrics overflow float64 ({exc}); rewards reach "
+                         f"{largest}: rescale them.") from exc
+    return {"step": record.step, "responses": len(record.uid), "groups": parts.num_groups, "metrics": metrics}
 
 
 def reports(path: str | Path, rewards: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    return [step_report(record) for record in load_steps(path, rewards)]
+    """``step_report`` of every step of ``iter_steps``, one step in memory at a time."""
+    return [step_report(record) for record in iter_steps(path, rewards)]

@@ -11,8 +11,10 @@ import numpy as np
 
 def finite_number(value: Any, what: str, *, minimum: float | None = None, above: float | None = None) -> float:
     """``value`` as a float: a real, finite number (a bool is not one), at least ``minimum``, above ``above``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number; got {value!r}.")
+    if isinstance(value, (bool, np.bool_)) or not is_reward_value(value):
+        huge = isinstance(value, numbers.Integral) and is_number(value) and abs(int(value)) > 2**1024
+        shown = "an integer too large for a float" if huge else repr(value)
+        raise ValueError(f"{what} must be a finite number; got {shown}.")
     if minimum is not None and value < minimum:
         raise ValueError(f"{what} must be at least {minimum:g}; got {value!r}.")
     if above is not None and value <= above:
@@ -41,5 +43,11 @@ def is_number(value: Any) -> bool:
 
 
 def is_reward_value(value: Any) -> bool:
-    """True for a usable score: a finite real number (``is_number`` and finite)."""
-    return is_number(value) and math.isfinite(value)
+    """True for a usable score: a finite real number (``is_number`` and finite). An integer too large for a float
+    (Python's ints have no bound; JSON allows one of 4,300 digits) is not one: False, never OverflowError."""
+    if not is_number(value):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False

@@ -53,6 +53,8 @@ def png_path(text: str) -> Path:
         raise argparse.ArgumentTypeError(f"expected a .png file name; got {text!r}")
     if not path.parent.is_dir():
         raise argparse.ArgumentTypeError(f"directory {str(path.parent)!r} does not exist")
+    if os.path.lexists(path) and not path.is_file():  # writing to a FIFO waits for a reader without end
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a regular file; name another file")
     return path
 
 
@@ -146,24 +148,35 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"demo": run_demo, "collapse": run_collapse, "inspect": run_inspect, "plot": run_plot}
-    if args.command == "doctor":
-        from gdpo_verl.tools.doctor import report, run_checks
-
-        if args.ray_address:
-            os.environ["RAY_ADDRESS"] = args.ray_address  # read by the Ray check's child process
-        return report(run_checks(ray_worker=not args.no_ray))
     try:
+        if args.command == "doctor":
+            return run_doctor(args, parser)
         return handlers[args.command](args, parser)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:  # a bad input (or an unreadable file): one line, never a traceback
         print(f"gdpo-verl {args.command}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"gdpo-verl {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def run_doctor(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from gdpo_verl.tools.doctor import report, run_checks
+    from gdpo_verl.verl_adapter.environment import ray_check_timeout
+
+    if not args.no_ray:
+        ray_check_timeout()  # a bad GDPO_VERL_DOCTOR_RAY_TIMEOUT_S: refused before any check runs
+    if args.ray_address:
+        os.environ["RAY_ADDRESS"] = args.ray_address  # read by the Ray check's child process
+    return report(run_checks(ray_worker=not args.no_ray))
 
 
 def run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from gdpo_verl.tools.demo import run_demo as demo
 
     if args.rollouts is not None and not args.rollouts.is_file():
-        parser.error(f"--rollouts {args.rollouts}: no such file")
+        what = "not a regular file" if os.path.lexists(args.rollouts) else "no such file"
+        parser.error(f"--rollouts {args.rollouts}: {what}")
     summary = demo(args.rollouts)
     if args.json:
         print(json.dumps(summary))

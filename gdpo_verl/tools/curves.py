@@ -6,12 +6,15 @@ verl writes one event directory per run: ``$TENSORBOARD_DIR``, by default
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from gdpo_verl.core.diagnostics import MEAN, reward_metric, reward_names
+from gdpo_verl.jsonl import file_kind
 
 # What the paper's Fig. 5 shows, in verl's names; per-reward means are added from the logs.
 DEFAULT_TAGS = ("response_length/mean", "response_length/max")
@@ -19,9 +22,11 @@ DEFAULT_TAGS = ("response_length/mean", "response_length/max")
 
 def event_dir(path: Path) -> Path:
     """The directory holding the run's event files: ``path`` itself or its only such subdirectory."""
-    if path.is_file() and path.name.startswith("events.out.tfevents"):
+    if path.name.startswith("events.out.tfevents") and os.path.lexists(path) and not path.is_dir():
         return path.parent
     if not path.is_dir():
+        if os.path.lexists(path):
+            raise ValueError(f"{path}: not a directory (nor an events.out.tfevents* file); pass the run's directory.")
         raise ValueError(f"{path}: no such directory.")
     if any(path.glob("events.out.tfevents*")):
         return path
@@ -34,9 +39,26 @@ def event_dir(path: Path) -> Path:
     raise ValueError(f"{path} holds several runs ({listed}); pass each run's directory.")
 
 
+def check_event_files(directory: Path) -> None:
+    """ValueError naming the first file tensorboard would read in ``directory`` (a name holding "tfevents") that
+    is not a regular file: reading a FIFO waits for a writer without end."""
+    for entry in sorted(directory.iterdir()):
+        if "tfevents" not in entry.name or entry.name.endswith(".profile-empty"):
+            continue
+        try:
+            kind = entry.stat().st_mode
+        except OSError:
+            raise ValueError(f"{entry}: a broken link or unreadable event file; remove it.") from None
+        if not stat.S_ISREG(kind):
+            raise ValueError(f"{entry} is {file_kind(kind)}, not a regular event file; remove it or move it out of "
+                             "the run's directory.")
+
+
 def read_scalars(path: Path) -> dict[str, list[tuple[int, float]]]:
     """Every scalar tag of a run: tag -> [(step, value)], by step."""
-    accumulator = EventAccumulator(str(event_dir(path)), size_guidance={"scalars": 0})
+    directory = event_dir(path)
+    check_event_files(directory)
+    accumulator = EventAccumulator(str(directory), size_guidance={"scalars": 0})
     accumulator.Reload()
     return {
         tag: sorted((event.step, float(event.value)) for event in accumulator.Scalars(tag))

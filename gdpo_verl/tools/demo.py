@@ -9,7 +9,7 @@ each component (verl's "gdpo", which this package registers). Both run through
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
+from collections import Counter
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, TextIO
@@ -61,16 +61,18 @@ def load_rollouts(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def merged_pairs(uids: np.ndarray, combos: list[tuple], values: np.ndarray) -> int:
-    """Pairs of rollouts of one prompt with different reward combinations but the same advantage."""
-    merged = 0
-    members = defaultdict(list)
-    for i, uid in enumerate(uids):
-        members[uid].append(i)
-    for rows in members.values():
-        for a, i in enumerate(rows):
-            for j in rows[a + 1 :]:
-                merged += int(combos[i] != combos[j] and round(values[i], 4) == round(values[j], 4))
-    return merged
+    """Pairs of rollouts of one prompt with different reward combinations but the same advantage (to 4 decimals).
+
+    Counted from class sizes, not pair by pair (3,000 rollouts of one prompt: milliseconds, not a minute): the
+    pairs with the same (prompt, rounded advantage), less those that also share the reward combination.
+    """
+    rounded = np.round(np.asarray(values, dtype=np.float64), 4).tolist()
+    labels = list(uids)
+
+    def pairs(keys: Counter) -> int:
+        return sum(count * (count - 1) // 2 for count in keys.values())
+
+    return pairs(Counter(zip(labels, rounded))) - pairs(Counter(zip(labels, combos, rounded)))
 
 
 def run_demo(path: Path | None = None, out: TextIO | None = None) -> dict[str, float]:

@@ -6,12 +6,16 @@ FAIL (GDPO will not work: what to do).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import math
 import os
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
@@ -89,28 +93,66 @@ def check_fresh_process() -> Check:
 
 
 # How long the Ray check may take in all (connecting, scheduling a task, shutting down); an unreachable
-# RAY_ADDRESS makes ray.init wait without end. GDPO_VERL_DOCTOR_RAY_TIMEOUT_S changes it.
+# RAY_ADDRESS makes ray.init wait without end. GDPO_VERL_DOCTOR_RAY_TIMEOUT_S changes it, up to a day.
 RAY_CHECK_TIMEOUT_S = 180.0
+RAY_CHECK_TIMEOUT_ENV = "GDPO_VERL_DOCTOR_RAY_TIMEOUT_S"
+MAX_RAY_CHECK_TIMEOUT_S = 86_400.0
+# Between SIGTERM to the check's process group (Ray's own processes shut down on it) and SIGKILL (the check
+# itself ignores SIGTERM while ray.init waits on an address).
+RAY_CHECK_GRACE_S = 5.0
+# The check's child: dies with the doctor on Linux (PR_SET_PDEATHSIG), even when the doctor is SIGKILLed.
+RAY_CHECK_CHILD = (
+    "import os, signal, sys\n"
+    "if sys.platform == 'linux':\n"
+    "    import ctypes\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
+    "    if os.getppid() != int(sys.argv[1]):\n"
+    "        sys.exit('the doctor stopped before its Ray check started')\n"
+    "from gdpo_verl.verl_adapter.environment import ray_worker_resolution as r\n"
+    "print(r())\n"
+)
+
+
+def ray_check_timeout() -> float:
+    """The Ray check's limit in seconds: ``GDPO_VERL_DOCTOR_RAY_TIMEOUT_S`` or ``RAY_CHECK_TIMEOUT_S``; ValueError
+    naming the variable unless it is a number above 0 and at most a day (NaN or inf would wait without end)."""
+    text = os.environ.get(RAY_CHECK_TIMEOUT_ENV)
+    if text is None:
+        return RAY_CHECK_TIMEOUT_S
+    try:
+        limit = float(text)
+    except ValueError:
+        limit = math.nan
+    if not (math.isfinite(limit) and 0 < limit <= MAX_RAY_CHECK_TIMEOUT_S):
+        raise ValueError(
+            f"{RAY_CHECK_TIMEOUT_ENV}={text!r}: expected a number of seconds above 0 and at most "
+            f"{MAX_RAY_CHECK_TIMEOUT_S:,.0f}; unset it for the default, {RAY_CHECK_TIMEOUT_S:g}."
+        )
+    return limit
 
 
 def check_ray_worker() -> Check:
     """On every node: of the cluster at RAY_ADDRESS if set, else of a local one on loopback. Runs in its own
-    process group, stopped after ``RAY_CHECK_TIMEOUT_S`` (Ray's processes with it)."""
+    process group, stopped with everything in it (``stop_process_group``) after ``ray_check_timeout()`` seconds,
+    or when the doctor is interrupted (Ctrl-C) or terminated (SIGTERM, SIGHUP)."""
     name = '"gdpo" in Ray workers'
     address = os.environ.get("RAY_ADDRESS")
     where = f"cluster {address}" if address else "a local Ray"
-    limit = float(os.environ.get("GDPO_VERL_DOCTOR_RAY_TIMEOUT_S", RAY_CHECK_TIMEOUT_S))
+    limit = ray_check_timeout()
     process = subprocess.Popen(
-        [sys.executable, "-c", "from gdpo_verl.verl_adapter.environment import ray_worker_resolution as r; print(r())"],
+        [sys.executable, "-c", RAY_CHECK_CHILD, str(os.getpid())],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     try:
-        out, err = process.communicate(timeout=limit)
+        with _terminate_raises():
+            out, err = process.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
+        stop_process_group(process)
         hint = "is the address right and the cluster up? (ray status --address ...)" if address else "see ray's logs"
         return Check("FAIL", name, f"{where} did not answer within {limit:g} s; {hint}")
+    except BaseException:  # Ctrl-C, SIGTERM, anything: never leave the check running
+        stop_process_group(process)
+        raise
     if process.returncode != 0:
         last = (err.strip().splitlines() or ["no output"])[-1]
         return Check("FAIL", name, f"the check failed in {where}: {last}")
@@ -121,6 +163,50 @@ def check_ray_worker() -> Check:
     from gdpo_verl.verl_adapter.cluster import FIX
 
     return Check("FAIL", name, f"not gdpo-verl on {len(bad)} of {len(nodes)} node(s) of {where}: {'; '.join(bad)}. {FIX}")
+
+
+def stop_process_group(process: subprocess.Popen, grace_s: float = RAY_CHECK_GRACE_S) -> None:
+    """Stop ``process`` (started with ``start_new_session=True``) and every process of its group: SIGTERM, up to
+    ``grace_s`` for the leader to exit, then SIGKILL to the whole group (whatever ignored SIGTERM, and whatever
+    the leader left behind); then reap the leader and close its pipes."""
+    _signal_group(process.pid, signal.SIGTERM)
+    try:
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    finally:  # a second Ctrl-C during the grace period still kills the group
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _signal_group(group: int, number: signal.Signals) -> None:
+    try:
+        os.killpg(group, number)
+    except (ProcessLookupError, PermissionError):  # the group is gone already
+        pass
+
+
+@contextlib.contextmanager
+def _terminate_raises() -> Iterator[None]:
+    """In the main thread: SIGTERM and SIGHUP raise SystemExit (128 + the signal) instead of ending the process at
+    once, so the ``except`` around the wait stops the check's process group first."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def leave(number: int, frame: object) -> None:
+        raise SystemExit(128 + number)
+
+    previous = {number: signal.signal(number, leave) for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def ray_worker_resolution() -> str:

@@ -1,6 +1,10 @@
 """Per-step records: what the estimator appends is what inspect reads back, and its metrics are the live ones."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -97,3 +101,172 @@ def test_an_unwritable_dump_dir_names_the_setting(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(OSError, match=r"Set algorithm.gdpo.dump_dir to a writable directory"):
         _append(tmp_path / "file" / "records", 1)
+
+
+# ----------------------------------------------------------------------------- hostile files and records
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_python(code, *, timeout=60):
+    """``code`` in a fresh interpreter on this checkout; a former hang shows as TimeoutExpired, never a stuck suite."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+APPEND = """
+import sys, torch
+from gdpo_verl.core import gdpo_outcome_parts
+from gdpo_verl.records import append_record
+parts = gdpo_outcome_parts({"c": torch.tensor([1.0, 0.0, 1.0, 0.0])}, torch.ones(4), ["a", "a", "b", "b"])
+try:
+    append_record(sys.argv[1] if len(sys.argv) > 1 else %r, parts, ["a", "a", "b", "b"], 3, norm_by_std=True,
+                  batch_norm="token", eps=1e-6)
+except OSError as exc:
+    print(exc)
+    sys.exit(2)
+"""
+
+
+@pytest.mark.parametrize("reader", [False, True], ids=["fifo", "fifo-with-a-reader"])
+def test_a_fifo_where_the_record_file_belongs_is_refused_not_waited_on(tmp_path, reader):
+    fifo = tmp_path / RECORD_FILE
+    os.mkfifo(fifo)
+    # With a reader on the other end, writing would feed the pipe instead of a file: refused too.
+    descriptor = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK) if reader else None
+    try:
+        result = run_python(APPEND % str(tmp_path))
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{fifo} is a FIFO (named pipe), not a regular file" in result.stdout
+    assert "set algorithm.gdpo.dump_dir" in result.stdout
+
+
+def test_a_fifo_where_the_superseded_records_go_is_refused_not_waited_on(tmp_path):
+    _append(tmp_path, 5)
+    os.mkfifo(tmp_path / SUPERSEDED_FILE)
+    result = run_python(APPEND % str(tmp_path))  # a new process recording step 3 moves step 5 aside
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{tmp_path / SUPERSEDED_FILE} is a FIFO (named pipe), not a regular file" in result.stdout
+    assert [record.step for record in load_steps(tmp_path)] == [5]  # left as it was
+
+
+def _record(**fields):
+    record = {"format": "gdpo-verl/steps-v1", "step": 1, "uid": ["a", "a", "b", "b"],
+              "rewards": {"correct": [1.0, 0.0, 1.0, 0.5], "length": [0, 1, 1, 1]}}
+    record.update(fields)
+    return json.dumps(record)
+
+
+BIG = "1" + "0" * 4000  # a 4,001-digit integer: valid JSON, too large for a float
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (_record(step=None), "step must be a whole number from 0 to 2^53; got None"),
+        (_record(step=[1]), "step must be a whole number from 0 to 2^53; got [1]"),
+        (_record().replace('"step": 1', '"step": 1e400'), "step must be a whole number from 0 to 2^53; got inf"),
+        (_record(step=True), "step must be a whole number from 0 to 2^53; got True"),
+        (_record(eps=None), "eps must be a finite number from 0 to 1; got None"),
+        (_record(eps=2.0), "eps must be a finite number from 0 to 1; got 2.0"),
+        (_record(norm_by_std="false"), "norm_by_std must be true or false; got 'false'"),
+        (_record(batch_norm=["token"]), "batch_norm must be one of ('token', 'sequence', 'none'); got ['token']"),
+        (_record().replace("[0, 1, 1, 1]", f"[0, {BIG}, 1, 1]"),
+         "reward 'length' must hold finite numbers; got an integer of about 4,001 digits"),
+        (_record().replace("[0, 1, 1, 1]", "[0, NaN, 1, 1]"), "reward 'length' must hold finite numbers; got nan"),
+        (_record(weights={"correct": 1.0, "length": None}), "weights must be finite numbers; got None"),
+        (_record(response_length=[1, 2, -3, 4]), "response_length must be a whole number from 0 to 2^53; got -3"),
+        (_record(response_length=[1, 2]), "response_length must be a list of 4 token counts"),
+        (_record(uid=["a", None, "b", "b"]),
+         "uid must hold one group id per response, a string (or a whole number); got None"),
+        (_record(uid=[1, "1", "b", "b"]), "uid mixes strings and whole numbers"),
+        (_record(uid="aabb"), "uid must be a non-empty list with one group id per response; got 'aabb'"),
+        (_record(rewards=[]), "rewards must be a mapping of reward name -> list of numbers; got []"),
+        (_record().replace("[0, 1, 1, 1]", "[0, 1" + "0" * 5000 + ", 1, 1]"),
+         "not valid JSON (Exceeds the limit (4300 digits) for integer string conversion"),
+        ("[" * 100_000, "not valid JSON (nested too deeply)"),
+        ("[1]", "not a gdpo-verl record (\"format\": \"gdpo-verl/steps-v1\") like line 1"),
+        # GDPO's own refusals, after the record's checks: still the file and line
+        (_record(uid=["a"], rewards={"correct": [1.0]}), "batch_norm='token' needs at least 2 valid response tokens"),
+    ],
+)
+def test_a_bad_record_is_refused_naming_the_file_the_line_and_the_field(tmp_path, line, message):
+    path = tmp_path / RECORD_FILE
+    path.write_text(_record(step=0) + "\n\n" + line + "\n")  # the bad record is on line 3
+    with pytest.raises(ValueError) as error:
+        records.reports(path)
+    assert str(error.value).startswith(f"{path}:3: ")
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_a_later_line_of_another_kind_is_refused_naming_its_line(tmp_path):
+    path = tmp_path / RECORD_FILE
+    path.write_text(_record() + "\n" + json.dumps({"input": "q", "step": 1, "correct": 1}) + "\n")
+    with pytest.raises(ValueError, match=rf"^{path}:2: not a gdpo-verl record .* like line 1"):
+        load_steps(path)
+
+
+def test_verl_dump_errors_name_the_line(tmp_path):
+    path = tmp_path / "3.jsonl"
+    rows = [{"input": "q", "step": 3, "correct": 1}, {"input": "q", "step": 3, "correct": None}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(ValueError, match=rf"^{path}:2: reward 'correct' must be a finite number; got None"):
+        load_steps(path, ["correct"])
+    path.write_text(json.dumps({"input": "q", "step": None, "correct": 1}) + "\n")
+    with pytest.raises(ValueError, match=rf"^{path}:1: step must be a whole number"):
+        load_steps(path, ["correct"])
+
+
+def test_rewards_near_the_float64_limit_give_metrics_or_a_message_naming_the_line(tmp_path):
+    path = tmp_path / RECORD_FILE
+    path.write_text(_record(rewards={"correct": [1e308, -1e308, 1e308, 0.0], "length": [0, 1, 1, 1]}) + "\n")
+    try:
+        (report,) = records.reports(path)
+    except ValueError as error:
+        assert str(error).startswith(f"{path}:1: ")
+    else:
+        assert report["metrics"]["gdpo/correct/mean"] == pytest.approx(2.5e307)
+
+
+@pytest.mark.parametrize("setup", ["fifo file", "fifo in a directory", "fifo dump"])
+def test_a_fifo_to_read_is_refused_naming_it(tmp_path, setup):
+    fifo = tmp_path / (RECORD_FILE if setup != "fifo dump" else "7.jsonl")
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=rf"^{fifo} is a FIFO \(named pipe\), not a regular file"):
+        load_steps(fifo if setup == "fifo file" else tmp_path, ["correct"])
+    with pytest.raises(ValueError, match=rf"^{fifo} is a FIFO"):
+        read_jsonl(fifo)
+
+
+def test_inspect_reads_a_large_record_file_in_bounded_memory(tmp_path):
+    # 60 MB of records (steps of 4,096 responses): the old reader held the text, its lines and every parsed
+    # record at once (about 2.3 times the file on top of the interpreter); now one line at a time.
+    uid = [f"prompt-{i // 8:04d}-{'x' * 24}" for i in range(4096)]
+    line = _record(step=0, uid=uid, rewards={"correct": [float(i % 2) for i in range(4096)],
+                                           "length": [float(i % 3 == 0) for i in range(4096)]},
+                   response_length=[100 + i % 7 for i in range(4096)])
+    small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
+    small.write_text(line + "\n")
+    with large.open("w") as handle:
+        for step in range(60 * 2**20 // len(line) + 1):
+            handle.write(line.replace('"step": 0', f'"step": {step}', 1) + "\n")
+    size = large.stat().st_size
+    assert size > 55 * 2**20
+
+    def peak_kb(path):
+        code = ("import resource, subprocess, sys\n"
+                f"done = subprocess.run([sys.executable, '-m', 'gdpo_verl.tools.cli', 'inspect', {str(path)!r}, '--json'],"
+                " stdout=subprocess.DEVNULL)\n"
+                "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+        result = run_python(code, timeout=300)
+        code, peak = result.stdout.split()
+        assert code == "0", result.stderr
+        return int(peak)
+
+    growth_mb = (peak_kb(large) - peak_kb(small)) / 1024
+    large.unlink()
+    assert growth_mb < 25, f"inspect grew by {growth_mb:.0f} MB more on a {size / 2**20:.0f} MB file than on one line"

@@ -149,11 +149,11 @@ def test_math_recipe_knobs_come_from_the_environment():
 
 def test_custom_reward_recipe_takes_knobs_from_environment_and_extra_overrides():
     recipe = next(path for path in RECIPES if path.name == "gdpo_custom_reward.sh")
-    result = dry_run(recipe, "trainer.total_epochs=3", REWARD_KEYS="[acc,fmt,len]", REWARD_WEIGHTS="[1.0,0.5,0.25]",
+    result = dry_run(recipe, "trainer.total_epochs=3", REWARD_KEYS="[right,fmt,len]", REWARD_WEIGHTS="[1.0,0.5,0.25]",
                      ROLLOUT_N="4")
     assert result.returncode == 0, result.stderr[-3000:]
     config = OmegaConf.create(result.stdout)
-    assert settings_from_config(config.algorithm).weights == {"acc": 1.0, "fmt": 0.5, "len": 0.25}
+    assert settings_from_config(config.algorithm).weights == {"right": 1.0, "fmt": 0.5, "len": 0.25}
     assert config.actor_rollout_ref.rollout.n == 4
     assert config.trainer.total_epochs == 3
 

@@ -36,3 +36,11 @@ def test_reward_values_may_be_bools_and_numpy_scalars_but_not_strings_or_nan():
     assert all(is_reward_value(value) for value in (True, np.bool_(False), np.float64(0.5), 3))
     assert not any(is_reward_value(value) for value in ("1", None, math.nan, [1.0]))
     assert is_number(math.nan) and not is_number("0.5")
+
+
+def test_an_integer_too_large_for_a_float_is_no_reward_value_and_raises_nothing():
+    # JSON allows integers of 4,300 digits; math.isfinite(10**400) raises OverflowError
+    assert not is_reward_value(10**400) and not is_reward_value(-(10**309))
+    assert is_reward_value(10**308)
+    with pytest.raises(ValueError, match="eps must be a finite number; got an integer too large for a float"):
+        finite_number(10**5000, "eps")
