@@ -60,6 +60,7 @@ shared_overrides() {
         "actor_rollout_ref.actor.use_kl_loss=${USE_KL_LOSS}"
         "actor_rollout_ref.actor.kl_loss_coef=${KL_LOSS_COEF}"
         "actor_rollout_ref.actor.kl_loss_type=${KL_LOSS_TYPE}"
+        "actor_rollout_ref.actor.entropy_coeff=${ENTROPY_COEFF}"
         "actor_rollout_ref.actor.use_dynamic_bsz=True"
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=${MAX_TOKENS_PER_GPU}"
         "actor_rollout_ref.rollout.name=vllm"

@@ -7,7 +7,7 @@ explains the task and shows a result.
         [hydra overrides ...]
     python scripts/learning_study.py report --out DIR      # summary.json, curves.png, results.md again
 
-Every run is one ``main_ppo`` (tests/e2e/cpu_main_ppo.sh: its own Ray, actor and vLLM server, under the
+Every run is one ``main_ppo`` (scripts/cpu_main_ppo.sh: its own Ray, actor and vLLM server, under the
 supervisor that stops it when a part dies or a step stalls) writing verl's metrics to
 ``DIR/runs/<estimator>-seed<seed>/metrics.jsonl``. The report reads those files only.
 """
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e")]
+sys.path[:0] = [str(ROOT)]
 
 # What each estimator name means, as verl overrides (GRPO trains on the summed score).
 ESTIMATORS = {
@@ -33,7 +33,6 @@ ESTIMATORS = {
     "gdpo": ["algorithm.adv_estimator=gdpo"],
     "grpo_no_std": ["algorithm.adv_estimator=grpo", "algorithm.norm_adv_by_std_in_grpo=False"],
 }
-LABELS = {"grpo": "GRPO", "gdpo": "GDPO", "grpo_no_std": "GRPO w/o std"}
 STUDY_FILE = "study.json"  # the study's settings, written before the first run
 RUN_FILE = "run.json"  # in each run's folder: its wall time, start-up included
 OUTPUTS = ("summary.json", "curves.png", "results.md")
@@ -127,9 +126,8 @@ def run_overrides(out: Path, data: Path, estimator: str, seed: int) -> list[str]
 
 
 def run_study(args: argparse.Namespace) -> int:
-    import tiny_model
-
     from gdpo_verl.rewards import learning_study as task
+    from gdpo_verl.tools import tiny_model
 
     out = args.out
     seeds, estimators = check_request(out, args.steps, args.seeds, args.estimators)
@@ -147,7 +145,7 @@ def run_study(args: argparse.Namespace) -> int:
             directory.mkdir(parents=True)
             env = {**os.environ, "OUT": str(directory), "STEPS": str(args.steps),
                    "PROGRESS": f"{estimator} seed {seed}"}
-            command = ["bash", str(ROOT / "tests" / "e2e" / "cpu_main_ppo.sh"),
+            command = ["bash", str(ROOT / "scripts" / "cpu_main_ppo.sh"),
                        *run_overrides(out, data, estimator, seed), *args.overrides]
             run_started = time.monotonic()
             if subprocess.run(command, env=env).returncode != 0:
@@ -208,6 +206,7 @@ def window(steps: int) -> int:
 
 def results_table(summary: dict, wall_seconds: dict[tuple[str, int], float]) -> str:
     from gdpo_verl.rewards import learning_study as task
+    from gdpo_verl.tools.plots import LABELS
 
     width = window(summary["steps"])
     estimators = list(dict.fromkeys(run["estimator"] for run in summary["runs"]))
@@ -257,6 +256,7 @@ def plot(summary: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     from gdpo_verl.rewards import learning_study as task
+    from gdpo_verl.tools.plots import LABELS
 
     estimators = list(dict.fromkeys(run["estimator"] for run in summary["runs"]))
     steps = list(range(1, summary["steps"] + 1))

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gdpo_verl.jsonl import read_rows
+from gdpo_verl.tools.data_files import read_rows
 from gdpo_verl.rewards.tool_calling import parse_ground_truth
 
 SOURCE_URL = "https://raw.githubusercontent.com/qiancheng0/ToolRL/main/dataset/rlla_4k_raw/rlla_rl.json"

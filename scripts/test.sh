@@ -4,8 +4,9 @@
 # 1. tests/unit (the core and the reward functions) in .venv-unit: an environment holding only torch, numpy,
 #    pytest, hypothesis and math-verify, with gdpo-verl installed without its dependencies. This proves that
 #    the math and the rewards need none of verl, Ray, TransferQueue, hydra, omegaconf or vLLM.
-# 2. Every test in .venv (scripts/setup_env.sh), with .venv-cpu-training (scripts/setup_cpu_training_env.sh)
-#    for the CPU training runs in tests/e2e. vLLM's CPU build has wheels for Linux x86_64 only; elsewhere those
+# 2. Every other test in .venv (scripts/setup_env.sh), with .venv-cpu-training (scripts/setup_cpu_training_env.sh)
+#    for the CPU training runs in tests/e2e. tests/unit, which step 1 ran, is left out of this run unless the
+#    arguments name tests (a path under tests/). vLLM's CPU build has wheels for Linux x86_64 only; elsewhere those
 #    runs are left out, and this script says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,14 @@ fi
 
 bash scripts/setup_env.sh
 VENV=${VENV:-.venv}
+# tests/unit ran in step 1: left out here unless the arguments name tests to run (a path under tests/)
+NAMES_TESTS=0
+for argument in "$@"; do
+    case "$argument" in tests/* | ./tests/*) NAMES_TESTS=1 ;; esac
+done
+if [ "$NAMES_TESTS" = 0 ]; then
+    set -- --ignore=tests/unit "$@"
+fi
 if [ "$(uname -s)/$(uname -m)" = "Linux/x86_64" ]; then
     bash scripts/setup_cpu_training_env.sh
     exec "$VENV/bin/python" -m pytest -q "$@"

@@ -15,4 +15,4 @@ if [ -n "${OUT:-}" ]; then  # a relative OUT is taken from where the script was 
 fi
 cd "$(dirname "$0")/.."
 bash scripts/setup_cpu_training_env.sh
-exec bash tests/e2e/run_cpu_training.sh "$@"
+exec bash scripts/run_cpu_training.sh "$@"

@@ -3,7 +3,8 @@
 ``advantage``: the three steps, top to bottom in ``gdpo_outcome_parts``. ``conditions``: the paper's
 conditioned rewards. ``diagnostics``: the ``gdpo/`` step metrics, read from a computation's parts.
 ``collapse``: the paper's count of distinct advantage groups. ``checks``: the checks of single values (numpy
-only: the reward functions use them without importing torch).
+only: the reward functions use them without importing torch). ``records``: the per-step record format, its writer
+and readers; ``jsonl``: JSON Lines reading.
 """
 
 from typing import Any
@@ -12,7 +13,9 @@ _EXPORTS = {
     "BATCH_NORMS": "advantage",
     "DEFAULT_BATCH_NORM": "advantage",
     "DEFAULT_EPS": "advantage",
+    "GdpoOptions": "advantage",
     "GdpoParts": "advantage",
+    "Sessions": "advantage",
     "gdpo_advantage": "advantage",
     "gdpo_outcome_parts": "advantage",
     "gdpo_parts": "advantage",

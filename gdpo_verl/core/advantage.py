@@ -6,13 +6,15 @@ For prompt i, rollout j and reward k:
     step 2  A_sum(i,j) = sum_k w_k * A_k(i,j)                                    weights act on normalized values
     step 3  A(i,j)     = batch normalization of A_sum over the whole batch       (Eq. 6 of the paper)
 
-``gdpo_outcome_parts`` is the formula, top to bottom; ``gdpo_parts`` and ``gdpo_advantage`` take verl's
-``(B,)`` or ``(B, T)`` rewards and a response mask around it. This module imports torch and numpy only.
+``gdpo_outcome_parts`` is the formula, top to bottom; ``gdpo_parts`` (the one call a trainer's step makes, agent
+sessions included) and ``gdpo_advantage`` take verl's ``(B,)`` or ``(B, T)`` rewards and a response mask around
+it. This module imports torch and numpy only.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,6 +35,49 @@ WHITEN_VAR_EPS = 1e-8
 
 
 @dataclass(frozen=True)
+class GdpoOptions:
+    """How a GDPO computation normalizes (the keyword options of ``gdpo_outcome_parts``), checked on creation.
+
+    Attributes:
+        conditions: keep a reward only where another reaches a threshold (``Condition``), before step 1.
+        norm_by_std: divide by the group std (step 1); False only centres (verl's ``norm_adv_by_std_in_grpo``).
+        batch_norm: ``"token"`` (verl's masked whitening), ``"sequence"`` (the paper's Eq. 6) or ``"none"``.
+        eps: added to every std.
+    """
+
+    conditions: tuple[Condition, ...] = ()
+    norm_by_std: bool = True
+    batch_norm: str = DEFAULT_BATCH_NORM
+    eps: float = DEFAULT_EPS
+
+    def __post_init__(self) -> None:
+        flag = self.norm_by_std
+        if isinstance(flag, torch.Tensor) and flag.numel() == 1 and not flag.is_floating_point():
+            flag = flag.item()
+        if not (isinstance(flag, (bool, np.bool_)) or isinstance(flag, numbers.Integral) and flag in (0, 1)):
+            raise ValueError(f"norm_by_std must be True or False (or 1 or 0); got {self.norm_by_std!r}.")
+        object.__setattr__(self, "norm_by_std", flag)
+        check_options(self.batch_norm, self.eps)
+        object.__setattr__(self, "conditions", tuple(self.conditions))
+        object.__setattr__(self, "norm_by_std", bool(self.norm_by_std))
+        object.__setattr__(self, "eps", float(self.eps))
+
+
+@dataclass(frozen=True)
+class Sessions:
+    """Multi-output agent sessions (verl's V1 trainer): only the last output of each session takes part in the
+    group statistics, and its advantage is given to every output of the session (as verl's GRPO does).
+
+    Attributes:
+        final_rows: the batch row of each session's last output.
+        row_session: ``(B,)`` long, for every row the position of its session in ``final_rows``.
+    """
+
+    final_rows: Sequence[int]
+    row_session: torch.Tensor
+
+
+@dataclass(frozen=True)
 class GdpoParts:
     """Everything one GDPO computation produced; diagnostics and records read these instead of recomputing.
 
@@ -49,7 +94,10 @@ class GdpoParts:
         batch_mean, batch_scale: step 3's statistics (0 and 1 with ``batch_norm="none"``).
         group: ``(B,)`` long group ids; ``num_groups`` of them.
         valid_tokens: ``(B,)`` float64 valid response tokens per response.
-        conditions: the conditions applied.
+        options: how it was computed (the conditions applied, norm_by_std, batch_norm, eps).
+
+    With ``Sessions``, B counts sessions (their last outputs) everywhere but in ``advantages``, which has a row
+    for every output.
     """
 
     advantages: torch.Tensor | None
@@ -65,7 +113,11 @@ class GdpoParts:
     group: torch.Tensor
     num_groups: int
     valid_tokens: torch.Tensor
-    conditions: tuple[Condition, ...] = ()
+    options: GdpoOptions
+
+    @property
+    def conditions(self) -> tuple[Condition, ...]:
+        return self.options.conditions
 
 
 def gdpo_outcome_parts(
@@ -93,32 +145,40 @@ def gdpo_outcome_parts(
     """
     names, raw_scores, valid_tokens = _outcome_inputs(scores, valid_tokens)
     weight = weight_vector_for(names, weights)
-    conditions = check_conditions(names, conditions)
-    check_options(batch_norm, eps)
+    options = GdpoOptions(check_conditions(names, conditions), norm_by_std, batch_norm, eps)
     group, num_groups = group_ids(index, raw_scores.shape[0], raw_scores.device)
 
-    rewards = apply_conditions(raw_scores, names, conditions)
-    normalized = group_normalize(rewards, group, num_groups, norm_by_std=norm_by_std, eps=eps)  # step 1
+    rewards = apply_conditions(raw_scores, names, options.conditions)
+    normalized = group_normalize(rewards, group, num_groups, norm_by_std=options.norm_by_std, eps=options.eps)  # 1
     summed = normalized @ weight.to(normalized.device)  # step 2
-    final, batch_mean, batch_scale = batch_normalize(summed, valid_tokens, batch_norm, eps)  # step 3
+    final, batch_mean, batch_scale = batch_normalize(summed, valid_tokens, options.batch_norm, options.eps)  # step 3
     _check_finite(final)
 
     return GdpoParts(
-        None, names, raw_scores, rewards, normalized, weight, summed, final, batch_mean, batch_scale, group,
-        num_groups, valid_tokens, conditions,
+        advantages=None, names=names, raw_scores=raw_scores, scores=rewards, normalized=normalized, weights=weight,
+        summed=summed, final=final, batch_mean=batch_mean, batch_scale=batch_scale, group=group,
+        num_groups=num_groups, valid_tokens=valid_tokens, options=options,
     )
 
 
 def gdpo_parts(
     rewards: Mapping[str, torch.Tensor], response_mask: torch.Tensor, index: Any,
-    weights: Mapping[str, float] | None = None, **options: Any,
+    weights: Mapping[str, float] | None = None, *, sessions: Sessions | None = None, **options: Any,
 ) -> GdpoParts:
-    """``gdpo_advantage`` with its intermediate values; same arguments."""
+    """``gdpo_advantage`` with its intermediate values; same arguments, and ``sessions`` for multi-output agent
+    sessions (``Sessions``; None: every row is a response of its own). The whole step: the mask checked, outcome
+    scores, the three steps, the ``(B, T)`` advantages."""
     names = _check_rewards(rewards, response_mask)
-    output = output_buffer(response_mask)
+    output = output_buffer(response_mask)  # becomes the advantages (expand_advantages)
     scores = outcome_scores(rewards, names, output)
-    parts = gdpo_outcome_parts(dict(zip(names, scores.T, strict=True)), output.sum(dim=-1), index, weights, **options)
-    return replace(parts, advantages=expand_advantages(parts.final, output))
+    valid_tokens = output.sum(dim=-1)
+    if sessions is not None:
+        rows = torch.as_tensor(sessions.final_rows, dtype=torch.long, device=scores.device)
+        scores, valid_tokens = scores[rows], valid_tokens[rows]
+        index = index[rows.to(index.device)] if isinstance(index, torch.Tensor) else np.asarray(index)[rows.tolist()]
+    parts = gdpo_outcome_parts(dict(zip(names, scores.T, strict=True)), valid_tokens, index, weights, **options)
+    row_session = None if sessions is None else sessions.row_session
+    return replace(parts, advantages=expand_advantages(parts.final, output, row_session))
 
 
 def gdpo_advantage(

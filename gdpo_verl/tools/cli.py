@@ -225,7 +225,7 @@ def run_collapse(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
 
 def run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from gdpo_verl.records import example_path, reports
+    from gdpo_verl.core.records import example_path, reports
 
     path = args.path
     if path is None:

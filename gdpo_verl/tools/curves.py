@@ -14,7 +14,7 @@ from pathlib import Path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from gdpo_verl.core.diagnostics import MEAN, reward_metric, reward_names
-from gdpo_verl.jsonl import file_kind
+from gdpo_verl.core.jsonl import file_kind
 
 # What the paper's Fig. 5 shows, in verl's names; per-reward means are added from the logs.
 DEFAULT_TAGS = ("response_length/mean", "response_length/max")

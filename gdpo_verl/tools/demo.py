@@ -18,10 +18,12 @@ import numpy as np
 import torch
 
 from gdpo_verl.core.advantage import group_ids
+from gdpo_verl.core.collapse import COLLAPSE_DECIMALS
 from gdpo_verl.core.diagnostics import distinct_per_group
 from gdpo_verl.core.checks import is_reward_value
-from gdpo_verl.jsonl import read_jsonl
+from gdpo_verl.core.jsonl import read_jsonl
 from gdpo_verl.verl_adapter.batches import verl_advantages
+from gdpo_verl.verl_adapter import ESTIMATOR_NAME
 
 RESERVED = ("uid", "response_length")
 # Longer responses would make the demo's (B, T) batch needlessly large; real ones are far shorter.
@@ -61,12 +63,13 @@ def load_rollouts(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def merged_pairs(uids: np.ndarray, combos: list[tuple], values: np.ndarray) -> int:
-    """Pairs of rollouts of one prompt with different reward combinations but the same advantage (to 4 decimals).
+    """Pairs of rollouts of one prompt with different reward combinations but the same advantage (rounded as the
+    paper does, ``COLLAPSE_DECIMALS``).
 
     Counted from class sizes, not pair by pair (3,000 rollouts of one prompt: milliseconds, not a minute): the
     pairs with the same (prompt, rounded advantage), less those that also share the reward combination.
     """
-    rounded = np.round(np.asarray(values, dtype=np.float64), 4).tolist()
+    rounded = np.round(np.asarray(values, dtype=np.float64), COLLAPSE_DECIMALS).tolist()
     labels = list(uids)
 
     def pairs(keys: Counter) -> int:
@@ -84,7 +87,7 @@ def run_demo(path: Path | None = None, out: TextIO | None = None) -> dict[str, f
     combos = [tuple(row[name] for name in names) for row in rows]
 
     grpo = verl_advantages(rows, names, {"adv_estimator": "grpo"})
-    gdpo = verl_advantages(rows, names, {"adv_estimator": "gdpo", "gdpo_reward_keys": names})
+    gdpo = verl_advantages(rows, names, {"adv_estimator": ESTIMATOR_NAME, "gdpo_reward_keys": names})
     group_of, num_groups = group_ids(uids, len(rows))
 
     write = lambda text="": print(text, file=out)  # noqa: E731

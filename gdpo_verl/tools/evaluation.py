@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gdpo_verl.jsonl import read_jsonl
+from gdpo_verl.core.jsonl import read_jsonl
 from gdpo_verl.rewards.math_length import compute_score
 
 # Table 3 layout: benchmark key -> row label, in the paper's order.

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from gdpo_verl.core.collapse import COLLAPSE_METHODS  # noqa: E402
 from gdpo_verl.core import diagnostics as metric  # noqa: E402
 
+# The estimators as figures and tables name them (these plots and the learning study's report).
 LABELS = {"grpo": "GRPO", "grpo_no_std": "GRPO w/o std", "gdpo": "GDPO"}
 
 

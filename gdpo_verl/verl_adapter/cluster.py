@@ -16,7 +16,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from gdpo_verl.verl_adapter.environment import OURS
+from gdpo_verl.verl_adapter import ESTIMATOR_NAME, OURS
 
 # A node's check starts a Python worker there and imports verl: seconds on an idle node, minutes on a loaded one.
 NODE_CHECK_TIMEOUT_S = 600.0
@@ -70,7 +70,7 @@ def plugin_on_nodes(timeout_s: float | None = None) -> list[NodeResolution]:
         try:
             from verl.trainer.ppo import core_algos
 
-            fn = core_algos.get_adv_estimator_fn("gdpo")
+            fn = core_algos.get_adv_estimator_fn(ESTIMATOR_NAME)
         except Exception as exc:  # this probe's answer, shown to the user by the caller
             return f"error: {type(exc).__name__}: {exc}"
         return f"{fn.__module__}.{fn.__qualname__}"

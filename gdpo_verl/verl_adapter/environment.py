@@ -21,10 +21,9 @@ from importlib.metadata import PackageNotFoundError, version
 
 from packaging.version import Version
 
-from gdpo_verl.verl_adapter import SUPPORTED_VERL
+from gdpo_verl.verl_adapter import OURS, SUPPORTED_VERL
 from gdpo_verl.verl_adapter.import_hooks import WRAPPED
 
-OURS = "gdpo_verl.verl_adapter.estimator.compute_gdpo_advantage"
 
 # Run in a fresh interpreter: what a verl process (driver, TaskRunner, worker) sees at `import verl`.
 RESOLVE = (
@@ -54,7 +53,7 @@ GEMM_FACTS = (
     "print('facts:', json.dumps(facts))\n"
 )
 CPU_RUN_GEMM = (
-    "the CPU training run supports it: its CPU pieces (tests/e2e/verl_cpu.py) compute every linear layer with "
+    "the CPU training run supports it: its CPU pieces (gdpo_verl/verl_adapter/cpu_platform.py) compute every linear layer with "
     "torch's linear and keep the weights, so verl's weight sync reloads them on any CPU"
 )
 

@@ -11,7 +11,7 @@ another estimator trains.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from gdpo_verl.core.advantage import GdpoParts, expand_advantages, gdpo_outcome_parts, outcome_scores, output_buffer
+from gdpo_verl.core.advantage import GdpoParts, Sessions, gdpo_parts
 from gdpo_verl.core.checks import is_number
 from gdpo_verl.core.diagnostics import advantage_metrics
-from gdpo_verl.records import append_record
+from gdpo_verl.core.records import RecordWriter
 from gdpo_verl.verl_adapter.settings import GdpoSettings, settings_from_config
 
 TOKEN_LEVEL_PREFIX = "token_level_scores_"
@@ -32,6 +32,17 @@ TOKEN_LEVEL_PREFIX = "token_level_scores_"
 def reward_fields(key: str) -> tuple[str, str]:
     """Where a reward's scores are looked up, first match wins: per-token scores, then one value per response."""
     return TOKEN_LEVEL_PREFIX + key, key
+
+
+def find_reward(key: str, *places: Container[str]) -> tuple[str | None, bool]:
+    """The rule the estimator and the reward manager look a component up by: ``(the first of reward_fields(key)
+    that some place holds, whether it is the per-token field)``; ``(None, False)`` when no place holds either.
+    (The TransferQueue reader walks ``reward_fields`` in the same order, refusing a field only some samples have.)"""
+    token_level_key = TOKEN_LEVEL_PREFIX + key
+    for name in reward_fields(key):
+        if any(name in place for place in places):
+            return name, name == token_level_key
+    return None, False
 
 
 @dataclass(frozen=True)
@@ -58,12 +69,14 @@ class Step:
         settings: parsed once for the step from ``algorithm``.
         global_step: the trainer's step (numbers the ``algorithm.gdpo.dump_dir`` records); None outside a trainer.
         inputs: what the V1 stage fetched; None under the legacy trainer (components are in ``non_tensor_batch``).
+        records: appends the step's record (``algorithm.gdpo.dump_dir``); the trainer's own, kept for its run.
         metrics: the ``gdpo/`` metrics, filled in by the estimator (or ``observe``).
     """
 
     settings: GdpoSettings
     global_step: int | None = None
     inputs: StepInputs | None = None
+    records: RecordWriter = field(default_factory=RecordWriter)
     metrics: dict[str, float] = field(default_factory=dict)
 
 
@@ -118,8 +131,7 @@ def compute_gdpo_advantage(
                 "algorithm.gdpo.dump_dir numbers its records by the trainer's global step, and this advantage step "
                 "ran outside verl's trainer (no global step). Unset algorithm.gdpo.dump_dir for such calls."
             )
-        append_record(settings.dump_dir, parts, uids, step.global_step, norm_by_std=settings.norm_by_std,
-                      batch_norm=settings.batch_norm, eps=settings.eps)
+        step.records.append(settings.dump_dir, parts, uids, step.global_step)
     return advantages, advantages
 
 
@@ -149,35 +161,28 @@ def gdpo_step(
         )
     per_response = dict(non_tensor_batch or {})
     tensors = dict(tensors)
-    final_rows, row_to_final = None, None
+    sessions = None
     if inputs is not None:
-        final_rows, row_to_final = session_layout(inputs.keys, index)
+        sessions = session_layout(inputs.keys, index)
         per_response.update(inputs.components)
         tensors.update(inputs.tensors)
     rewards = gather_rewards(settings.reward_keys, response_mask, per_response, tensors)
-    output = output_buffer(response_mask)  # becomes the advantages (expand_advantages)
-    scores = outcome_scores(rewards, settings.reward_keys, output)
-    valid_tokens = output.sum(dim=-1)
-    uids = np.asarray(index)
-    if final_rows is not None:
-        rows = torch.as_tensor(final_rows, device=scores.device)
-        scores, valid_tokens, uids = scores[rows], valid_tokens[rows], uids[final_rows]
-    parts = gdpo_outcome_parts(
-        dict(zip(settings.reward_keys, scores.T, strict=True)), valid_tokens, uids, settings.weights,
-        conditions=settings.conditions, norm_by_std=settings.norm_by_std, batch_norm=settings.batch_norm,
-        eps=settings.eps,
-    )
-    return expand_advantages(parts.final, output, row_to_final), parts, uids
+    options = settings.options
+    parts = gdpo_parts(rewards, response_mask, index, settings.weights, sessions=sessions,
+                       conditions=options.conditions, norm_by_std=options.norm_by_std, batch_norm=options.batch_norm,
+                       eps=options.eps)
+    uids = np.asarray(index) if sessions is None else np.asarray(index)[list(sessions.final_rows)]
+    return parts.advantages, parts, uids
 
 
-def session_layout(keys: Sequence[str], index: Any) -> tuple[list[int] | None, torch.Tensor | None]:
+def session_layout(keys: Sequence[str], index: Any) -> Sessions | None:
     """Check that row i of the batch is TransferQueue key i, and find multi-output sessions, in one pass.
 
     Keys are ``{uid}_{session_id}_{output_index}``; each row's uid must match its key's.
 
     Returns:
-        The row of each session's last output and, for every row, the position of its session's last
-        output in that list; ``(None, None)`` when every session has exactly one output.
+        The sessions (the row of each session's last output and, for every row, the position of its session's
+        last output in that list); None when every session has exactly one output.
     """
     uids = np.asarray(index).tolist()
     if len(keys) != len(uids):
@@ -201,10 +206,10 @@ def session_layout(keys: Sequence[str], index: Any) -> tuple[list[int] | None, t
         if session not in last or last[session][0] < output_index:
             last[session] = (output_index, row)
     if len(last) == len(keys):
-        return None, None
+        return None
     final_rows = [row for _, row in last.values()]
     position = {session: i for i, session in enumerate(last)}
-    return final_rows, torch.tensor([position[session] for session in sessions], dtype=torch.long)
+    return Sessions(final_rows, torch.tensor([position[session] for session in sessions], dtype=torch.long))
 
 
 def gather_rewards(
@@ -220,14 +225,14 @@ def gather_rewards(
     """
     rewards = {}
     for key in keys:
-        token_level_key, _ = reward_fields(key)
-        found = next((name for name in reward_fields(key) if name in tensors or name in per_response), None)
+        found, token_level = find_reward(key, tensors, per_response)
         if found in tensors:
             rewards[key] = tensors[found]
         elif found is not None:
-            convert = _token_level if found == token_level_key else _per_response
+            convert = _token_level if token_level else _per_response
             rewards[key] = convert(found, per_response[found], response_mask)
         else:
+            token_level_key, _ = reward_fields(key)
             available = sorted(per_response) + sorted(tensors)
             hint = (
                 f"Make compute_score return a dict containing {key!r} (or {token_level_key!r} with one value per "

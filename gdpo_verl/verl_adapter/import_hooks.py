@@ -26,28 +26,31 @@ def wrap_attribute(owner: Any, name: str, make_wrapper: Callable[[Callable[..., 
     logger.debug("gdpo-verl: wrapped %s.%s", getattr(owner, "__name__", owner), name)
 
 
-_pending: dict[str, list[Callable[[ModuleType], None]]] = {}
-
-
 def after_import(module_name: str, hook: Callable[[ModuleType], None]) -> None:
-    """Run ``hook(module)`` now if ``module_name`` is imported, else right after it is first imported."""
+    """Run ``hook(module)`` now if ``module_name`` is imported, else right after it is first imported (the hooks
+    wait in the one ``_AfterImportFinder`` on ``sys.meta_path``)."""
     module = sys.modules.get(module_name)
     if module is not None:
         hook(module)
         return
-    hooks = _pending.setdefault(module_name, [])
+    finder = next((finder for finder in sys.meta_path if isinstance(finder, _AfterImportFinder)), None)
+    if finder is None:
+        finder = _AfterImportFinder()
+        sys.meta_path.insert(0, finder)
+    hooks = finder.pending.setdefault(module_name, [])
     if hook not in hooks:
         hooks.append(hook)
-    if not any(isinstance(finder, _AfterImportFinder) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImportFinder())
 
 
 class _AfterImportFinder(importlib.abc.MetaPathFinder):
     """Finds nothing itself: for a module with pending hooks it returns the regular spec with a loader
     whose ``exec_module`` runs the hooks once the module body has run."""
 
+    def __init__(self) -> None:
+        self.pending: dict[str, list[Callable[[ModuleType], None]]] = {}
+
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname not in _pending:
+        if fullname not in self.pending:
             return None
         spec = None
         for finder in sys.meta_path:
@@ -58,10 +61,11 @@ class _AfterImportFinder(importlib.abc.MetaPathFinder):
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         exec_module = spec.loader.exec_module
+        pending = self.pending
 
         def exec_then_hook(module: ModuleType) -> None:
             exec_module(module)
-            for hook in _pending.pop(fullname, []):
+            for hook in pending.pop(fullname, []):
                 hook(module)
 
         spec.loader.exec_module = exec_then_hook

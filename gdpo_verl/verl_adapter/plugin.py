@@ -17,9 +17,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from gdpo_verl.verl_adapter import SUPPORTED_VERL
+from gdpo_verl.verl_adapter import ESTIMATOR_NAME, SUPPORTED_VERL
 
-ESTIMATOR_NAME = "gdpo"
 
 logger = logging.getLogger("gdpo_verl")
 

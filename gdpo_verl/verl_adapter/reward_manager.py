@@ -32,7 +32,7 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
 from gdpo_verl.core.checks import is_reward_value
-from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX, reward_fields
+from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX, find_reward
 from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY, reward_timeout
 
 
@@ -47,9 +47,8 @@ def signature_components(info: Mapping[str, Any], keys: Sequence[str]) -> list[f
     """The outcome value of each key in ``info`` (a token-level list is summed); raises naming what is wrong."""
     values = []
     for key in keys:
-        token_level_key, _ = reward_fields(key)
-        found = next((name for name in reward_fields(key) if name in info), None)
-        if found == token_level_key:
+        found, token_level = find_reward(key, info)
+        if token_level:
             value = float(np.sum(np.asarray(info[found], dtype=np.float64)))
         elif found is not None:
             value = info[found]

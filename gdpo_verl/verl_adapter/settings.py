@@ -12,16 +12,20 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
-from gdpo_verl.core.advantage import DEFAULT_BATCH_NORM, DEFAULT_EPS, check_options, weight_vector_for
+from omegaconf import OmegaConf
+
+from gdpo_verl.core.advantage import GdpoOptions, check_options, weight_vector_for
 from gdpo_verl.core.checks import boolean, finite_number
 from gdpo_verl.core.conditions import Condition, check_conditions
+from gdpo_verl.verl_adapter import ESTIMATOR_NAME
 
-# Options under ``algorithm.gdpo`` and their defaults (the packaged yaml declares the same; a test checks).
-OPTION_DEFAULTS: dict[str, Any] = {
-    "batch_norm": DEFAULT_BATCH_NORM, "eps": DEFAULT_EPS, "conditions": [], "dump_dir": None, "reward_timeout_s": 600
-}
+# Options under ``algorithm.gdpo`` and their defaults, as the packaged config declares them (their one home for
+# verl; the core's defaults for callers without verl, DEFAULT_BATCH_NORM and DEFAULT_EPS, are tested to agree).
+CONFIG_FILE = files("gdpo_verl.config") / "gdpo_trainer.yaml"
+OPTION_DEFAULTS: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(CONFIG_FILE).algorithm.gdpo)
 
 CONDITION_KEYS = ("reward", "given", "at_least")
 
@@ -56,13 +60,29 @@ NOT_COMPONENTS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class GdpoSettings:
+    """What GDPO reads from ``algorithm``: the reward keys and weights, how to normalize (``options``, which the
+    core's result carries too) and where to record the steps."""
+
     reward_keys: tuple[str, ...]
     weights: dict[str, float]
-    norm_by_std: bool
-    batch_norm: str
-    eps: float
+    options: GdpoOptions
     dump_dir: str | None = None
-    conditions: tuple[Condition, ...] = ()
+
+    @property
+    def norm_by_std(self) -> bool:
+        return self.options.norm_by_std
+
+    @property
+    def batch_norm(self) -> str:
+        return self.options.batch_norm
+
+    @property
+    def eps(self) -> float:
+        return self.options.eps
+
+    @property
+    def conditions(self) -> tuple[Condition, ...]:
+        return self.options.conditions
 
 
 def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
@@ -119,7 +139,8 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
         raise ValueError(f"algorithm.gdpo.dump_dir must be a directory path or null; got {dump_dir!r}.")
     reward_timeout(options)
     conditions = _conditions(keys, merged["conditions"])
-    return GdpoSettings(keys, weights, norm_by_std, merged["batch_norm"], float(merged["eps"]), dump_dir, conditions)
+    options = GdpoOptions(conditions, norm_by_std, merged["batch_norm"], float(merged["eps"]))
+    return GdpoSettings(keys, weights, options, dump_dir)
 
 
 def reward_timeout(options: Any) -> float | None:
@@ -222,7 +243,7 @@ REWARD_MANAGER_NAME = "gdpo_verl"
 
 def observes(algorithm: Any) -> bool:
     """True when another estimator trains and ``algorithm.gdpo_reward_keys`` asks for GDPO's view of each step."""
-    return _get(algorithm, "adv_estimator") != "gdpo" and _get(algorithm, "gdpo_reward_keys") is not None
+    return _get(algorithm, "adv_estimator") != ESTIMATOR_NAME and _get(algorithm, "gdpo_reward_keys") is not None
 
 
 def check_config(config: Any) -> GdpoSettings | None:
@@ -236,7 +257,7 @@ def check_config(config: Any) -> GdpoSettings | None:
     if algorithm is None:
         return None
     estimator = _get(algorithm, "adv_estimator")
-    settings = settings_from_config(algorithm) if estimator == "gdpo" else None
+    settings = settings_from_config(algorithm) if estimator == ESTIMATOR_NAME else None
     observed = settings_from_config(algorithm, training=False) if observes(algorithm) else None
     if observed is not None and observed.dump_dir is not None:
         raise ValueError(

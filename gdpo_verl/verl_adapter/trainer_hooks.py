@@ -33,14 +33,19 @@ from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 
+from gdpo_verl.core.records import RecordWriter
 from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node
 from gdpo_verl.verl_adapter.estimator import Step, current_step, observe, running
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
+from gdpo_verl.verl_adapter import ESTIMATOR_NAME
 from gdpo_verl.verl_adapter.settings import check_config, observes, settings_from_config
 from gdpo_verl.verl_adapter.transfer_queue import fetch_groups, fetch_step_inputs
 
 # The legacy trainer hands the step's gdpo/ metrics from compute_advantage to compute_data_metrics on the batch.
 METRICS_KEY = "gdpo_verl_metrics"
+
+# The attribute of verl's trainer object that holds its run's RecordWriter (record_writer).
+RECORD_WRITER_ATTRIBUTE = "_gdpo_verl_record_writer"
 
 # The legacy trainer whose fit() is running in this thread (its global_steps numbers the step's records).
 _LEGACY_TRAINER: ContextVar[Any] = ContextVar("gdpo_verl_legacy_trainer", default=None)
@@ -79,7 +84,7 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def run_ppo(config: Any, task_runner_class: Any, *args: Any, **kwargs: Any) -> Any:
         algorithm = config.algorithm
-        if algorithm.adv_estimator == "gdpo" or observes(algorithm):
+        if algorithm.adv_estimator == ESTIMATOR_NAME or observes(algorithm):
             task_runner_class = _NodesCheckedFirst(task_runner_class)
         return original(config, task_runner_class, *args, **kwargs)
 
@@ -113,11 +118,11 @@ def _wrap_v1_trainer(module: ModuleType) -> None:
         def _compute_advantage(self: Any, batch: Any, metrics: dict) -> Any:
             algorithm = self.config.algorithm
             observing = observes(algorithm)
-            if algorithm.adv_estimator != "gdpo" and not observing:
+            if algorithm.adv_estimator != ESTIMATOR_NAME and not observing:
                 return original(self, batch, metrics)
             settings = settings_from_config(algorithm, training=not observing)
             inputs = fetch_step_inputs(batch.keys, batch.partition_id, settings.reward_keys)
-            with running(Step(settings, getattr(self, "global_steps", None), inputs)) as step:
+            with running(Step(settings, getattr(self, "global_steps", None), inputs, record_writer(self))) as step:
                 result = original(self, batch, metrics)
                 if observing:
                     observe(step, *fetch_groups(batch.keys, batch.partition_id), None)
@@ -148,11 +153,12 @@ def _wrap_legacy_trainer(module: ModuleType) -> None:
             arguments = signature.bind(*args, **kwargs).arguments
             config, estimator = arguments.get("config"), arguments.get("adv_estimator")
             observing = config is not None and observes(config)
-            if estimator != "gdpo" and not observing:
+            if estimator != ESTIMATOR_NAME and not observing:
                 return original(*args, **kwargs)
             settings = settings_from_config(config, training=not observing)
             trainer = _LEGACY_TRAINER.get()
-            with running(Step(settings, getattr(trainer, "global_steps", None))) as step:
+            records = record_writer(trainer) if trainer is not None else RecordWriter()
+            with running(Step(settings, getattr(trainer, "global_steps", None), records=records)) as step:
                 data = original(*args, **kwargs)
             if observing:
                 observe(step, data.batch["response_mask"], data.non_tensor_batch["uid"], data.non_tensor_batch)
@@ -173,6 +179,17 @@ def _wrap_legacy_trainer(module: ModuleType) -> None:
     wrap_attribute(module.RayPPOTrainer, "fit", fit_wrapper)
     wrap_attribute(module, "compute_advantage", advantage_wrapper)
     wrap_attribute(module, "compute_data_metrics", data_metrics_wrapper)
+
+
+def record_writer(trainer: Any) -> RecordWriter:
+    """The ``RecordWriter`` of ``trainer``'s run: created on its first step and kept on the trainer object. A new
+    trainer (a resumed run, in this process or another) has a new one, which sets aside the records of the steps
+    it runs again."""
+    writer = getattr(trainer, RECORD_WRITER_ATTRIBUTE, None)
+    if writer is None:
+        writer = RecordWriter()
+        setattr(trainer, RECORD_WRITER_ATTRIBUTE, writer)
+    return writer
 
 
 @contextmanager

@@ -37,6 +37,7 @@ knob LOSS_AGG_MODE "token-mean"
 knob USE_KL_LOSS "True"
 knob KL_LOSS_COEF "0.0005"
 knob KL_LOSS_TYPE "mse"
+knob ENTROPY_COEFF "0"                  # no entropy bonus: DLER's dler_slurm.sh sets 0 (the paper is silent)
 knob MAX_TOKENS_PER_GPU "18432"         # dynamic batch size: prompt + response tokens per GPU
 knob SP_SIZE "1"                        # Ulysses sequence parallelism for long responses
 

@@ -30,6 +30,9 @@ knob MINI_BATCH_SIZE "128"
 knob USE_KL_LOSS "False"
 knob KL_LOSS_COEF "0.001"
 knob KL_LOSS_TYPE "low_var_kl"
+# The official runs trained with an entropy bonus of 0.001: train_gdpo.sh leaves it to its verl's ppo_trainer.yaml,
+# whose default it was then (verl 0.9.1's default is 0).
+knob ENTROPY_COEFF "0.001"
 knob MAX_TOKENS_PER_GPU "16384"         # dynamic batch size: prompt + response tokens per GPU (verl's default)
 
 # Rollout (vLLM)
@@ -38,7 +41,8 @@ knob TEMPERATURE "1.0"
 knob TP "1"
 knob GPU_MEMORY_UTILIZATION "0.6"
 
-# Trainer: 15 epochs of about 3.9k rows in batches of 512 is about 115 steps (the paper: about 100)
+# Trainer: 15 epochs of about 3.9k rows in batches of 512 (verl drops the last, partial batch of an epoch: 7 a
+# epoch) is about 105 steps (the paper: about 100)
 knob NNODES "1"
 knob GPUS_PER_NODE "8"
 knob TOTAL_EPOCHS "15"

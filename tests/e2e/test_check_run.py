@@ -7,13 +7,13 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from tests.e2e import check_run
+from gdpo_verl.tools import check_run
 
 ADVANTAGES = [1.5, -0.5, -1.0, 0.0]
 
 
 def write_run(out, *, metrics=None, advantages=ADVANTAGES, trained=None):
-    """A finished one-step run as run_cpu_training.sh leaves it; keyword arguments spoil one part of it."""
+    """A finished one-step run as scripts/run_cpu_training.sh leaves it; keyword arguments spoil one part of it."""
     initial = {"a.weight": torch.zeros(2, 2), "b.weight": torch.ones(3)}
     trained = trained if trained is not None else {name: value + 0.01 for name, value in initial.items()}
     (out / "model").mkdir(parents=True)

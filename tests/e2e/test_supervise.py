@@ -1,4 +1,4 @@
-"""tests/e2e/supervise.py on stand-in commands: each way a run can die or stall ends in seconds with a message,
+"""gdpo_verl/verl_adapter/supervise.py on stand-in commands: each way a run can die or stall ends in seconds with a message,
 and nothing the command started is left running. Real processes and signals; no vLLM or Ray needed (the real
 CPU run with its vLLM engine core killed is in test_cpu_training.py)."""
 from __future__ import annotations
@@ -14,15 +14,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.e2e import supervise
+from gdpo_verl.verl_adapter import supervise
 
-SUPERVISE = Path(__file__).with_name("supervise.py")
+SUPERVISE = ["-m", "gdpo_verl.verl_adapter.supervise"]
 
 
 def start(tmp_path: Path, script: str, *options: str) -> subprocess.Popen:
     """Supervise ``bash -c script`` (run in tmp_path; it may write metrics.jsonl there)."""
     return subprocess.Popen(
-        [sys.executable, str(SUPERVISE), "--log", str(tmp_path / "run.log"), "--metrics",
+        [sys.executable, *SUPERVISE, "--log", str(tmp_path / "run.log"), "--metrics",
          str(tmp_path / "metrics.jsonl"), "--poll", "0.2", *options, "--", "bash", "-c", script],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -178,7 +178,7 @@ def test_bad_options_are_refused_before_anything_starts(tmp_path, options, messa
 
 def test_without_a_command_it_says_what_to_give(tmp_path):
     result = subprocess.run(
-        [sys.executable, str(SUPERVISE), "--log", str(tmp_path / "log"), "--metrics", str(tmp_path / "m"),
+        [sys.executable, *SUPERVISE, "--log", str(tmp_path / "log"), "--metrics", str(tmp_path / "m"),
          "--steps", "1"], capture_output=True, text=True, timeout=30,
     )
     assert result.returncode == 2 and "give the training command after --" in result.stderr

@@ -1,5 +1,5 @@
 """vLLM's CPU build, loaded and then reloaded with new weights the way verl's weight sync does it, on each GEMM
-path vLLM can choose: the CPU run's piece (verl_cpu.keep_vllm_linear_weights_reloadable) must make generation use
+path vLLM can choose: the CPU run's piece (cpu_platform.keep_vllm_linear_weights_reloadable) must make generation use
 the new weights whichever path this CPU would get, and vLLM's own dispatch must still be what needs it.
 
 Each case runs tests/e2e/vllm_reload_probe.py in .venv-cpu-training (about 15 s): vLLM is in one process

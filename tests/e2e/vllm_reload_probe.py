@@ -6,7 +6,7 @@ and report what generation then uses. Run in .venv-cpu-training by tests/e2e/tes
 ``--gemm`` makes vLLM's kernel choice the one it makes on a CPU with that path (``fallback``: neither oneDNN nor
 AMX; ``onednn``: oneDNN without AMX; ``sgl``: AMX, where vLLM picks SGL for small weights and oneDNN for the
 rest; ``native``: whatever this CPU gives); a path this CPU or this build cannot run exits 3 with the reason. ``--dispatch cpu-run`` (the default)
-loads the CPU run's piece first (``verl_cpu.keep_vllm_linear_weights_reloadable``), ``vllm`` leaves vLLM's own
+loads the CPU run's piece first (``cpu_platform.keep_vllm_linear_weights_reloadable``), ``vllm`` leaves vLLM's own
 dispatch. Prints one JSON object: the kernel each linear layer uses, whether the reload raised, and the largest
 difference between vLLM's prompt log-probabilities and those of the old and of the new weights (transformers,
 float32).
@@ -19,7 +19,6 @@ import os
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
 PROMPT = "user : so we get x = 1 + 3 the answer is \\boxed{4} </think> assistant :"
 CANNOT_RUN = 3
 
@@ -100,13 +99,12 @@ def main() -> int:
     args = parser.parse_args()
 
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # one process: the forced capabilities hold in the worker
-    sys.path.insert(0, str(HERE))
-    import tiny_model
+    from gdpo_verl.tools import tiny_model
 
     path = tiny_model.build(args.out / "model")
     force_gemm_path(args.gemm)
     if args.dispatch == "cpu-run":
-        import verl_cpu  # noqa: F401  (the piece the CPU training run loads in vLLM's worker)
+        import gdpo_verl.verl_adapter.cpu_platform  # noqa: F401  (the piece the CPU run loads in vLLM's worker)
 
     from vllm import LLM, SamplingParams
 

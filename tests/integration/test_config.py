@@ -7,6 +7,7 @@ from importlib.resources import files
 import pytest
 from omegaconf import OmegaConf
 
+from gdpo_verl.core.advantage import DEFAULT_BATCH_NORM, DEFAULT_EPS
 from gdpo_verl.verl_adapter.settings import OPTION_DEFAULTS, settings_from_config
 
 
@@ -49,6 +50,10 @@ def test_main_ppo_composes_gdpo_settings(arguments):
 
 def test_packaged_config_declares_every_option_with_the_default_the_code_uses():
     declared = OmegaConf.load(files("gdpo_verl.config") / "gdpo_trainer.yaml").algorithm
-    assert dict(declared.gdpo) == OPTION_DEFAULTS
+    assert dict(declared.gdpo) == OPTION_DEFAULTS  # read from the yaml: what a config without algorithm.gdpo gets
+    # the core's defaults, for callers without verl, are the config's
+    assert (declared.gdpo.batch_norm, declared.gdpo.eps) == (DEFAULT_BATCH_NORM, DEFAULT_EPS)
+    settings = settings_from_config({"gdpo_reward_keys": ["correct"]})
+    assert (settings.batch_norm, settings.eps, settings.dump_dir) == (DEFAULT_BATCH_NORM, DEFAULT_EPS, None)
     assert declared.gdpo_reward_keys is None and declared.gdpo_reward_weights is None
     assert declared.norm_adv_by_std_in_grpo is True and declared.use_kl_in_reward is False

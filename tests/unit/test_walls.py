@@ -2,6 +2,7 @@
 or vLLM; the core imports torch, numpy and the standard library; the reward functions import no torch."""
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -39,3 +40,43 @@ def test_the_core_imports_torch_numpy_and_the_standard_library_only(path):
 @pytest.mark.parametrize("path", modules("rewards"), ids=lambda p: p.name)
 def test_reward_functions_import_no_torch(path):
     assert "torch" not in imports(path)
+
+
+ROOMS = {"core", "rewards", "verl_adapter", "tools", "config"}
+
+
+def test_every_module_is_in_a_room():
+    outside = [str(path.relative_to(PACKAGE)) for path in modules()
+               if path.parent != PACKAGE and path.relative_to(PACKAGE).parts[0] not in ROOMS
+               or path.parent == PACKAGE and path.name != "__init__.py"]
+    assert not outside, f"modules outside the package's rooms {sorted(ROOMS)}: {outside}"
+
+
+# The product (the package, the scripts, the recipes) never refers into tests/: what a README command, a script or
+# the package runs lives outside it. scripts/test.sh is the test runner; pointing at tests/ is its job.
+ROOT = PACKAGE.parent
+TEST_RUNNER = ROOT / "scripts" / "test.sh"
+INTO_TESTS = re.compile(r"""\btests[/.]|["']tests["']|\be2e\b""")
+
+
+def product_files():
+    for folder in ("gdpo_verl", "scripts", "recipes"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.is_file() and path != TEST_RUNNER and "__pycache__" not in path.parts:
+                yield path
+
+
+def test_nothing_outside_tests_refers_into_it():
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in product_files()
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1)
+        if INTO_TESTS.search(line)
+    ]
+    assert not found, "the product refers into tests/:\n" + "\n".join(found)
+
+
+def test_the_check_finds_a_reference_into_tests():
+    for line in ('exec bash tests/e2e/run.sh', 'sys.path.insert(0, str(ROOT / "tests" / "e2e"))',
+                 "from tests.e2e import check_run"):
+        assert INTO_TESTS.search(line), line

@@ -19,7 +19,7 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from gdpo_verl.core import advantage, collapse
-from gdpo_verl.records import RECORD_FILE, load_steps, reports
+from gdpo_verl.core.records import RECORD_FILE, load_steps, reports
 from gdpo_verl.tools.cli import main
 from gdpo_verl.verl_adapter.trainer_hooks import METRICS_KEY, legacy_trainer_running
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gdpo_verl import gdpo_advantage
-from gdpo_verl.core.advantage import group_normalize, group_ids
+from gdpo_verl.core.advantage import gdpo_outcome_parts, group_ids, group_normalize
 from tests.reference import reference_gdpo
 
 
@@ -292,3 +292,18 @@ def test_weights_that_overflow_float64_are_refused_not_turned_into_nan():
     rewards, mask, index = _batch()
     with pytest.raises(ValueError, match="NaN or infinite"):
         gdpo_advantage(rewards, mask, index, {"a": 1e308, "b": 1e308})
+
+
+@pytest.mark.parametrize("flag", [True, 1, np.bool_(True), torch.tensor(True), False, 0, torch.tensor(0)])
+def test_norm_by_std_takes_a_bool_or_one_or_zero_and_the_result_carries_it(flag):
+    scores = {"r": torch.tensor([1.0, 0.0, 3.0, 0.0])}
+    parts = gdpo_outcome_parts(scores, torch.ones(4), [0, 0, 1, 1], norm_by_std=flag, batch_norm="none")
+    assert parts.options.norm_by_std is bool(flag)
+    expected = [0.7071, -0.7071, 0.7071, -0.7071] if bool(flag) else [0.5, -0.5, 1.5, -1.5]
+    assert parts.final.tolist() == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.mark.parametrize("flag", ["false", 2, 0.5, None, torch.tensor([1, 0])])
+def test_norm_by_std_refuses_what_is_not_a_bool(flag):
+    with pytest.raises(ValueError, match="norm_by_std must be True or False"):
+        gdpo_outcome_parts({"r": torch.tensor([1.0, 0.0])}, torch.ones(2), [0, 0], norm_by_std=flag)

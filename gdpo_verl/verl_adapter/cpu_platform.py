@@ -1,8 +1,9 @@
 """Run verl 0.9.1 on a machine with no accelerator: the pieces the CPU training run needs.
 
 verl has no CPU platform, so this module adds one through verl's own extension points and is loaded in
-every process of the run (driver and Ray workers) by verl itself: ``VERL_USE_EXTERNAL_MODULES=verl_cpu`` with
-this folder on ``PYTHONPATH``, and ``VERL_PLATFORM=cpu`` to select it. Nothing here edits verl's files.
+every process of the run (driver and Ray workers) by verl itself:
+``VERL_USE_EXTERNAL_MODULES=gdpo_verl.verl_adapter.cpu_platform``, and ``VERL_PLATFORM=cpu`` to select it.
+Nothing here edits verl's files.
 
 - ``PlatformCPU``: a ``verl.plugin.platform`` platform for the CPU: device "cpu" (also as the device id, which
   verl hands to ``.to()``), gloo, no CUDA IPC (so verl syncs weights to vLLM through shared memory). Its Ray
@@ -14,18 +15,15 @@ this folder on ``PYTHONPATH``, and ``VERL_PLATFORM=cpu`` to select it. Nothing h
   (``keep_vllm_linear_weights_reloadable``), so verl's weight sync can load new weights into them.
 - The V1 replay buffer looks for finished rollouts every 0.1 s instead of 2 s (``poll_replay_buffer_often``).
 
-tests/e2e/README.md lists each piece with the verl line that needs it.
+docs/cpu-training.md lists each piece with the verl line that needs it.
 
-Used by ``tests/e2e/run_cpu_training.sh`` only; it is not part of the gdpo_verl package.
+Loaded by ``scripts/cpu_main_ppo.sh`` (the CPU training run and the learning study), never by a GPU run.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.abc
-import importlib.machinery
 import os
-import sys
 from types import ModuleType
 from typing import Any, Optional
 
@@ -37,6 +35,8 @@ from verl.plugin.platform import platform_manager
 from verl.plugin.platform.platform_base import PlatformBase
 from verl.plugin.platform.platform_manager import PlatformRegistry
 
+from gdpo_verl.verl_adapter.import_hooks import after_import
+
 
 class _CpuDeviceModule(ModuleType):
     """``torch.cpu`` plus the ``torch.cuda`` functions verl calls on its device module.
@@ -46,7 +46,7 @@ class _CpuDeviceModule(ModuleType):
     """
 
     def __init__(self):
-        super().__init__("verl_cpu.device")
+        super().__init__(f"{__name__}.device")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(torch.cpu, name)
@@ -225,38 +225,10 @@ def poll_replay_buffer_often(replay_buffer: ModuleType) -> None:
     replay_buffer.ReplayBuffer.__init__ = __init__
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls ``then(module)`` right after ``name`` is first imported, in whichever process imports it."""
-
-    def __init__(self, name: str, then: Any):
-        self.name, self.then = name, then
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Optional[importlib.machinery.ModuleSpec]:
-        if fullname != self.name:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_then(module: ModuleType) -> None:
-            exec_module(module)
-            self.then(module)
-
-        spec.loader.exec_module = exec_then
-        return spec
-
-
 # vLLM loads models in its worker processes, which import verl (and so this module) through verl's worker
 # extension; patching on import reaches them without importing vLLM or the trainer into every process of the run.
-for _module, _patch in (
-    ("vllm.model_executor.layers.utils", keep_vllm_linear_weights_reloadable),
-    ("verl.trainer.ppo.v1.replay_buffer", poll_replay_buffer_often),
-):
-    if _module in sys.modules:
-        _patch(sys.modules[_module])
-    else:
-        sys.meta_path.insert(0, _AfterImport(_module, _patch))
+after_import("vllm.model_executor.layers.utils", keep_vllm_linear_weights_reloadable)
+after_import("verl.trainer.ppo.v1.replay_buffer", poll_replay_buffer_often)
 
 if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu" and platform_manager._current_platform is not None:
     # Something resolved the platform while verl was importing, before this module registered "cpu".

@@ -2,8 +2,8 @@
 # A real GDPO training run on the CPU: verl's main_ppo (V1 trainer, Ray, TransferQueue, FSDP2 actor, vLLM
 # CPU rollout server, weight sync) with this plugin's estimator, reward manager and math length-constrained
 # rewards (two components: correct, length), on a tiny model and tokenizer built here and an 8-question
-# fixture dataset, through tests/e2e/cpu_main_ppo.sh (the CPU settings, and a supervisor that stops the whole run,
-# Ray and vLLM included, with a message when a part of it dies or a step stalls). Then tests/e2e/check_run.py
+# fixture dataset, through scripts/cpu_main_ppo.sh (the CPU settings, and a supervisor that stops the whole run,
+# Ray and vLLM included, with a message when a part of it dies or a step stalls). Then gdpo_verl/tools/check_run.py
 # reads what the run wrote and says whether it trained.
 #
 # Needs the environment of scripts/setup_cpu_training_env.sh; scripts/train_cpu.sh does both.
@@ -20,7 +20,7 @@
 #                            300); STEP_TIMEOUT=s: when a step takes s seconds, working or not (3600; cpu_main_ppo.sh)
 # Anything after the script name is passed to verl as extra hydra overrides.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${CPU_TRAINING_PYTHON:-${CPU_TRAINING_VENV:-$ROOT/.venv-cpu-training}/bin/python}
 OUT=${OUT:-$ROOT/outputs/cpu_training}
 STEPS=${STEPS:-2}
@@ -32,6 +32,7 @@ if [ ! -x "$PYTHON" ]; then
 fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"  # gdpo-verl from this checkout (the model, the checks)
 RESUME_ARGS=()
 if [ "${RESUME:-0}" = 1 ]; then
     # the same run again, from its latest checkpoint: its model, data, records and metrics are kept
@@ -48,8 +49,8 @@ if [ "${RESUME:-0}" = 1 ]; then
     fi
 else
     rm -rf "$OUT/model" "$OUT/data" "$OUT/checkpoints" "$OUT/gdpo" "$OUT"/metrics*.jsonl "$OUT/run.log"
-    "$PYTHON" "$ROOT/tests/e2e/tiny_model.py" "$OUT/model"
-    "$PYTHON" "$ROOT/scripts/prepare_data.py" --out "$OUT/data" --local "deepscaler=$ROOT/tests/e2e/data/train.jsonl"
+    "$PYTHON" -m gdpo_verl.tools.tiny_model "$OUT/model"
+    "$PYTHON" "$ROOT/scripts/prepare_data.py" --out "$OUT/data" --local "deepscaler=$ROOT/gdpo_verl/data/cpu_training_math.jsonl"
 fi
 
 TRAIN="$OUT/data/deepscaler_train.parquet"
@@ -74,5 +75,5 @@ TASK=(
     actor_rollout_ref.rollout.max_num_seqs=32 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16
     trainer.project_name=gdpo_cpu trainer.experiment_name=tiny
 )
-OUT="$OUT" STEPS="$STEPS" START_STEP="${START_STEP:-0}" bash "$ROOT/tests/e2e/cpu_main_ppo.sh" "${TASK[@]}" "${RESUME_ARGS[@]}" "$@"
-"$PYTHON" "$ROOT/tests/e2e/check_run.py" "$OUT" --steps "$STEPS"
+OUT="$OUT" STEPS="$STEPS" START_STEP="${START_STEP:-0}" bash "$ROOT/scripts/cpu_main_ppo.sh" "${TASK[@]}" "${RESUME_ARGS[@]}" "$@"
+"$PYTHON" -m gdpo_verl.tools.check_run "$OUT" --steps "$STEPS"

@@ -28,20 +28,18 @@ import torch
 from gdpo_verl.core.advantage import BATCH_NORMS, DEFAULT_BATCH_NORM, DEFAULT_EPS, GdpoParts, gdpo_outcome_parts
 from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.core.diagnostics import advantage_metrics
-from gdpo_verl.jsonl import NotRegularFile, iter_jsonl, open_regular
+from gdpo_verl.core.jsonl import NotRegularFile, iter_jsonl, open_regular
 
 RECORD_FILE = "gdpo_steps.jsonl"
 # Records of steps that a resumed run ran again, moved out of RECORD_FILE (see set_aside_steps_from).
 SUPERSEDED_FILE = "gdpo_steps.superseded.jsonl"
 FORMAT = "gdpo-verl/steps-v1"
-# append_record writes "format" then "step" first in every line.
+# RecordWriter writes "format" then "step" first in every line.
 _STEP = re.compile(rb'\{"format": "[^"]*", "step": (\d+)')
 # Steps and response lengths: whole numbers a float64 holds exactly (the arithmetic and the plots take floats).
 MAX_WHOLE = 2**53
 
 logger = logging.getLogger("gdpo_verl")
-# The record files this process has appended to (each is checked once, before its first append).
-_opened: set[Path] = set()
 
 
 @dataclass
@@ -62,50 +60,56 @@ def example_path() -> Path:
     return Path(str(files("gdpo_verl") / "data" / "example_steps.jsonl"))
 
 
-def append_record(
-    dump_dir: str | Path,
-    parts: GdpoParts,
-    uids: Sequence[Any],
-    step: int,
-    *,
-    norm_by_std: bool,
-    batch_norm: str,
-    eps: float,
-) -> Path:
-    """Append one step to ``<dump_dir>/gdpo_steps.jsonl``; returns the file. A FIFO or anything else but a regular
-    file there is refused (OSError naming it), never waited on."""
-    directory = Path(dump_dir)
-    record = {
-        "format": FORMAT,
-        "step": int(step),
-        "uid": [str(uid) for uid in uids],
-        "rewards": {name: parts.scores[:, k].tolist() for k, name in enumerate(parts.names)},
-        "weights": dict(zip(parts.names, parts.weights.tolist(), strict=True)),
-        "response_length": [int(n) for n in parts.valid_tokens.tolist()],
-        "advantage": [round(value, 6) for value in parts.final.tolist()],
-        "norm_by_std": norm_by_std,
-        "batch_norm": batch_norm,
-        "eps": eps,
-    }
-    path = directory / RECORD_FILE
-    try:
-        if path not in _opened:
-            directory.mkdir(parents=True, exist_ok=True)
-            set_aside_steps_from(path, int(step))
-            _opened.add(path)
-        with open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, "a") as handle:
-            handle.write(json.dumps(record) + "\n")
-    except NotRegularFile as exc:
-        raise NotRegularFile(
-            f"cannot write the GDPO record of step {step}: {exc} Remove it, or set algorithm.gdpo.dump_dir to "
-            "another directory, or null."
-        ) from None
-    except OSError as exc:
-        raise OSError(
-            f"cannot write the GDPO record of step {step} to {path}: {exc}. Set algorithm.gdpo.dump_dir to a "
-            "writable directory on the node that runs verl's TaskRunner, or null."
-        ) from exc
-    return path
+class RecordWriter:
+    """Appends the steps of a run to ``<dump_dir>/gdpo_steps.jsonl``. Its owner keeps it for the run (verl's
+    trainer holds one, see ``verl_adapter.trainer_hooks``): before its first append to a file it sets aside the
+    records already there from that step on (``set_aside_steps_from``), so each step is recorded once."""
+
+    def __init__(self) -> None:
+        self._opened: set[Path] = set()  # the files this writer has appended to
+
+    def append(self, dump_dir: str | Path, parts: GdpoParts, uids: Sequence[Any], step: int) -> Path:
+        """Append one step (its options read from ``parts``); returns the file. A FIFO or anything else but a
+        regular file there is refused (OSError naming it), never waited on."""
+        directory = Path(dump_dir)
+        options = parts.options
+        record = {
+            "format": FORMAT,
+            "step": int(step),
+            "uid": [str(uid) for uid in uids],
+            "rewards": {name: parts.scores[:, k].tolist() for k, name in enumerate(parts.names)},
+            "weights": dict(zip(parts.names, parts.weights.tolist(), strict=True)),
+            "response_length": [int(n) for n in parts.valid_tokens.tolist()],
+            "advantage": [round(value, 6) for value in parts.final.tolist()],
+            "norm_by_std": options.norm_by_std,
+            "batch_norm": options.batch_norm,
+            "eps": options.eps,
+        }
+        path = directory / RECORD_FILE
+        try:
+            if path not in self._opened:
+                directory.mkdir(parents=True, exist_ok=True)
+                set_aside_steps_from(path, int(step))
+                self._opened.add(path)
+            with open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, "a") as handle:
+                handle.write(json.dumps(record) + "\n")
+        except NotRegularFile as exc:
+            raise NotRegularFile(
+                f"cannot write the GDPO record of step {step}: {exc} Remove it, or set algorithm.gdpo.dump_dir to "
+                "another directory, or null."
+            ) from None
+        except OSError as exc:
+            raise OSError(
+                f"cannot write the GDPO record of step {step} to {path}: {exc}. Set algorithm.gdpo.dump_dir to a "
+                "writable directory on the node that runs verl's TaskRunner, or null."
+            ) from exc
+        return path
+
+
+def append_record(dump_dir: str | Path, parts: GdpoParts, uids: Sequence[Any], step: int) -> Path:
+    """``RecordWriter().append``: one step appended as by a run's first append (steps from ``step`` on already in
+    the file are set aside)."""
+    return RecordWriter().append(dump_dir, parts, uids, step)
 
 
 def set_aside_steps_from(path: Path, step: int) -> None:

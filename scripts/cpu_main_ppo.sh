@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# verl's main_ppo on a CPU machine, under tests/e2e/supervise.py, with gdpo-verl's packaged config: the CPU
-# platform for verl (verl_cpu.py) and the settings every CPU run needs (tests/e2e/README.md says why each is
+# verl's main_ppo on a CPU machine, under gdpo_verl/verl_adapter/supervise.py, with gdpo-verl's packaged config: the CPU
+# platform for verl (gdpo_verl/verl_adapter/cpu_platform.py) and the settings every CPU run needs (docs/cpu-training.md says why each is
 # there). The task — model, data, rewards, estimator, batch sizes — comes as hydra overrides after the script
 # name; they are applied after the CPU settings, so they can change any of them.
 #
@@ -17,7 +17,7 @@
 #   PROGRESS=label           print one line per step, prefixed with label, instead of the run's whole output
 #                            (which always goes to OUT/run.log)
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${CPU_TRAINING_PYTHON:-${CPU_TRAINING_VENV:-$ROOT/.venv-cpu-training}/bin/python}
 : "${OUT:?set OUT to the folder for the outputs of the run}"
 STEPS=${STEPS:-2}
@@ -30,9 +30,10 @@ if [ ! -x "$PYTHON" ]; then
     exit 2
 fi
 
-# The CPU platform for verl (tests/e2e/verl_cpu.py), loaded by verl itself in every process of the run.
-export PYTHONPATH="$ROOT/tests/e2e${PYTHONPATH:+:$PYTHONPATH}"
-export VERL_USE_EXTERNAL_MODULES=verl_cpu VERL_PLATFORM=cpu
+# gdpo-verl from this checkout, whatever the environment has installed (Ray's workers get the driver's path,
+# vLLM's processes the environment); the CPU platform for verl, loaded by verl itself in every process of the run.
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export VERL_USE_EXTERNAL_MODULES=gdpo_verl.verl_adapter.cpu_platform VERL_PLATFORM=cpu
 # verl registers its FSDP engine for cuda/npu; this picks it, and it runs on the platform's device ("cpu").
 export VERL_ENGINE_DEVICE=cuda
 export VERL_FILE_LOGGER_PATH="$OUT/metrics.jsonl"
@@ -72,5 +73,5 @@ SUPERVISE=(--log "$OUT/run.log" --metrics "$VERL_FILE_LOGGER_PATH" --steps "$STE
 if [ -n "${PROGRESS:-}" ]; then
     SUPERVISE+=(--progress "$PROGRESS")
 fi
-exec "$PYTHON" "$ROOT/tests/e2e/supervise.py" "${SUPERVISE[@]}" -- "$PYTHON" -m verl.trainer.main_ppo \
+exec "$PYTHON" -m gdpo_verl.verl_adapter.supervise "${SUPERVISE[@]}" -- "$PYTHON" -m verl.trainer.main_ppo \
     --config-path pkg://gdpo_verl.config --config-name gdpo_trainer "${CPU[@]}" "$@"

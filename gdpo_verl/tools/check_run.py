@@ -1,7 +1,7 @@
-"""Read what tests/e2e/run_cpu_training.sh wrote and say whether GDPO trained: a summary, and exit 1 with the
+"""Read what scripts/run_cpu_training.sh wrote and say whether GDPO trained: a summary, and exit 1 with the
 reasons when it did not.
 
-    python tests/e2e/check_run.py OUT --steps 2
+    python -m gdpo_verl.tools.check_run OUT --steps 2
 
 What a run must show:
 - every step reached verl's logger (``metrics.jsonl``), each with this plugin's ``gdpo/`` metrics, once (a
@@ -21,7 +21,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from gdpo_verl.records import RECORD_FILE
+from gdpo_verl.core.records import RECORD_FILE
 
 GDPO_METRICS = (
     "gdpo/correct/mean",

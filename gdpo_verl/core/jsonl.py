@@ -1,5 +1,5 @@
-"""Reading JSON Lines files (records, rollouts, generations, data), with errors that name the line, and the
-data scripts' input files (JSON Lines, JSON or parquet).
+"""Reading JSON Lines files (records, rollouts, generations, data), with errors that name the line
+(``gdpo_verl.tools.data_files`` reads the data scripts' JSON and parquet files on top of it).
 
 Files are opened without blocking and refused unless they are regular files: a FIFO, a socket or a device where
 a file is expected would otherwise wait without end for a writer (or a reader).
@@ -119,30 +119,3 @@ def iter_jsonl(path: str | Path, *, torn_tail: bool = False) -> Iterator[tuple[i
 def read_jsonl(path: str | Path, *, torn_tail: bool = False) -> list[tuple[int, Any]]:
     """Every ``(line number, value)`` of ``iter_jsonl`` in a list."""
     return list(iter_jsonl(path, torn_tail=torn_tail))
-
-
-def read_rows(path: str | Path) -> list[Any]:
-    """The rows of a ``.jsonl``, ``.json`` (a list, or ``{"data": [...]}`` / ``{"rows": [...]}``) or ``.parquet``
-    file (pandas, imported here only); ValueError naming the file and what is wrong."""
-    path = regular_file(path)
-    if path.suffix == ".parquet":
-        import pandas as pd
-
-        return pd.read_parquet(path).to_dict("records")
-    if path.suffix == ".jsonl":
-        return [row for _, row in iter_jsonl(path)]
-    if path.suffix == ".json":
-        with open_regular(path) as handle:
-            text = handle.read()
-        try:
-            data = json.loads(text)
-        except RecursionError:
-            raise ValueError(f"{path}: not valid JSON (nested too deeply).") from None
-        except ValueError as exc:
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(";")[0]
-            raise ValueError(f"{path}: not valid JSON ({reason}).") from None
-        rows = data.get("data", data.get("rows")) if isinstance(data, dict) else data
-        if not isinstance(rows, list):
-            raise ValueError(f"{path}: expected a list of rows (or {{\"data\": [...]}}).")
-        return rows
-    raise ValueError(f"{path}: expected a .json, .jsonl or .parquet file.")
