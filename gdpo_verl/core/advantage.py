@@ -56,10 +56,9 @@ class GdpoOptions:
             flag = flag.item()
         if not (isinstance(flag, (bool, np.bool_)) or isinstance(flag, numbers.Integral) and flag in (0, 1)):
             raise ValueError(f"norm_by_std must be True or False (or 1 or 0); got {self.norm_by_std!r}.")
-        object.__setattr__(self, "norm_by_std", flag)
         check_options(self.batch_norm, self.eps)
         object.__setattr__(self, "conditions", tuple(self.conditions))
-        object.__setattr__(self, "norm_by_std", bool(self.norm_by_std))
+        object.__setattr__(self, "norm_by_std", bool(flag))
         object.__setattr__(self, "eps", float(self.eps))
 
 
