@@ -42,6 +42,8 @@ from pathlib import Path
 import psutil
 
 PR_SET_CHILD_SUBREAPER = 36
+# The stop message names at most this many parts found dead in one look.
+MAX_NAMED = 3
 # Ray processes that are not parts of the run: pooled idle workers come and go; the agents are Ray's own.
 RAY_NOT_PARTS = ("ray::IDLE", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
 # The run is working while its parts use at least this much CPU (cores, averaged over WORK_WINDOW_S seconds).
@@ -222,7 +224,7 @@ class Supervisor:
                 if self.working():
                     progress_at = time.monotonic()
                 if dead and died is None and step < args.steps:
-                    died, died_at = self.what_died(dead[0], step), time.monotonic()
+                    died, died_at = self.what_died(dead, step), time.monotonic()
                 if died is not None and time.monotonic() - died_at > args.grace:
                     return self.stop(f"{died}, and the run did not stop by itself within {args.grace:g} s")
                 if time.monotonic() - progress_at > args.stall_timeout:
@@ -239,9 +241,16 @@ class Supervisor:
         except KeyboardInterrupt:
             return self.stop("interrupted (Ctrl-C or SIGTERM)", code=130)
 
-    def what_died(self, part: Part, step: int) -> str:
+    def what_died(self, dead: list[Part], step: int) -> str:
+        """One line naming the parts found dead in one look. Several die between two looks when one death brings
+        the run down fast (a killed engine core, then verl's shutdown of its actors), and which died first cannot
+        be told: every one is named (up to MAX_NAMED, then a count)."""
         when = f"during step {step + 1} of {self.args.steps}" if step else "before the first step"
-        return f"{part.title} (pid {part.pid}, {part.description}) died {when}"
+        named = [f"{part.title} (pid {part.pid}, {part.description})" for part in dead[:MAX_NAMED]]
+        if len(dead) > MAX_NAMED:
+            named.append(f"{len(dead) - MAX_NAMED} more part(s)")
+        listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+        return f"{listed} {'died' if len(dead) == 1 else 'died (found dead in the same look)'} {when}"
 
     def stop(self, reason: str | None, code: int = 1) -> int:
         """Stop everything the command started; report ``reason`` (None: the command succeeded)."""

@@ -81,6 +81,24 @@ def test_a_run_that_fails_after_a_part_died_names_both(tmp_path):
     assert "VLLM::EngineCore" in stderr and "the training command then exited with code 7" in stderr
 
 
+def test_parts_found_dead_in_the_same_look_are_all_named(tmp_path):
+    # Before: only the first in the supervisor's list was named, which could be an actor verl shut down because the
+    # engine core had died, and not the engine core.
+    worker = "(exec -a VLLM::Worker sleep 600) & echo $! > worker.pid"
+    actor = "(exec -a ray::Storage sleep 600) & echo $! > actor.pid"
+    process = start(tmp_path, f"{actor}; {ENGINE}; {worker}; {log_step(1)}; sleep 600", "--steps", "3", "--grace", "1",
+                    "--poll", "2")
+    pids = [int(wait_for(tmp_path / name)) for name in ("actor.pid", "engine.pid", "worker.pid")]
+    time.sleep(2.5)  # seen by the supervisor
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    code, stderr, _ = finish(process)
+    assert code == 1
+    assert (f"ray::Storage (pid {pids[0]}, Ray actor Storage), VLLM::EngineCore (pid {pids[1]}, the vLLM engine core) "
+            f"and VLLM::Worker (pid {pids[2]}, a vLLM worker) died (found dead in the same look) during step 2 of 3"
+            in stderr), stderr
+
+
 def test_a_step_that_makes_no_progress_stops_the_run(tmp_path):
     process = start(tmp_path, f"{ORPHAN}{log_step(1)}; sleep 600", "--steps", "2", "--stall-timeout", "3")
     orphan = int(wait_for(tmp_path / "orphan.pid"))
