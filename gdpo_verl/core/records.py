@@ -106,12 +106,6 @@ class RecordWriter:
         return path
 
 
-def append_record(dump_dir: str | Path, parts: GdpoParts, uids: Sequence[Any], step: int) -> Path:
-    """``RecordWriter().append``: one step appended as by a run's first append (steps from ``step`` on already in
-    the file are set aside)."""
-    return RecordWriter().append(dump_dir, parts, uids, step)
-
-
 def set_aside_steps_from(path: Path, step: int) -> None:
     """Before a process first appends ``step`` to ``path``: move the records of ``step`` and later steps (an
     earlier run wrote them and stopped before its checkpoint, and this run resumed from the one before, or this

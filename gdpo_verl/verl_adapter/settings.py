@@ -68,22 +68,6 @@ class GdpoSettings:
     options: GdpoOptions
     dump_dir: str | None = None
 
-    @property
-    def norm_by_std(self) -> bool:
-        return self.options.norm_by_std
-
-    @property
-    def batch_norm(self) -> str:
-        return self.options.batch_norm
-
-    @property
-    def eps(self) -> float:
-        return self.options.eps
-
-    @property
-    def conditions(self) -> tuple[Condition, ...]:
-        return self.options.conditions
-
 
 def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
     """Read and validate the GDPO keys of ``algorithm`` (a DictConfig, or verl's AlgoConfig dataclass).

@@ -45,7 +45,7 @@ def test_main_ppo_composes_gdpo_settings(arguments):
     settings = settings_from_config(config.algorithm)
     assert settings.reward_keys == ("correct", "length")
     assert settings.weights == {"correct": 1.0, "length": 0.5}
-    assert settings.batch_norm == "sequence"
+    assert settings.options.batch_norm == "sequence"
 
 
 def test_packaged_config_declares_every_option_with_the_default_the_code_uses():
@@ -54,6 +54,6 @@ def test_packaged_config_declares_every_option_with_the_default_the_code_uses():
     # the core's defaults, for callers without verl, are the config's
     assert (declared.gdpo.batch_norm, declared.gdpo.eps) == (DEFAULT_BATCH_NORM, DEFAULT_EPS)
     settings = settings_from_config({"gdpo_reward_keys": ["correct"]})
-    assert (settings.batch_norm, settings.eps, settings.dump_dir) == (DEFAULT_BATCH_NORM, DEFAULT_EPS, None)
+    assert (settings.options.batch_norm, settings.options.eps, settings.dump_dir) == (DEFAULT_BATCH_NORM, DEFAULT_EPS, None)
     assert declared.gdpo_reward_keys is None and declared.gdpo_reward_weights is None
     assert declared.norm_adv_by_std_in_grpo is True and declared.use_kl_in_reward is False

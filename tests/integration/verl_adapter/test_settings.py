@@ -17,7 +17,7 @@ def test_defaults():
     settings = settings_from_config(algorithm(gdpo_reward_keys=["correct", "length"]))
     assert settings.reward_keys == ("correct", "length")
     assert settings.weights == {"correct": 1.0, "length": 1.0}
-    assert (settings.norm_by_std, settings.batch_norm, settings.eps) == (True, "token", 1e-6)
+    assert (settings.options.norm_by_std, settings.options.batch_norm, settings.options.eps) == (True, "token", 1e-6)
 
 
 def test_weights_as_list_or_mapping_and_options():
@@ -32,7 +32,7 @@ def test_weights_as_list_or_mapping_and_options():
         )
     )
     assert as_list.weights == as_map.weights == {"correct": 1.0, "length": 0.25}
-    assert (as_map.norm_by_std, as_map.batch_norm, as_map.eps) == (False, "sequence", 1e-4)
+    assert (as_map.options.norm_by_std, as_map.options.batch_norm, as_map.options.eps) == (False, "sequence", 1e-4)
 
 
 def test_verl_algo_config_dataclass_is_accepted():

@@ -13,14 +13,14 @@ from gdpo_verl.core import records
 from gdpo_verl.core import gdpo_outcome_parts
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.jsonl import read_jsonl
-from gdpo_verl.core.records import RECORD_FILE, SUPERSEDED_FILE, RecordWriter, append_record, load_steps, step_report
+from gdpo_verl.core.records import RECORD_FILE, SUPERSEDED_FILE, RecordWriter, load_steps, step_report
 
 
 def test_a_record_round_trips_and_reports_the_live_metrics(tmp_path):
     scores = {"correct": torch.tensor([1.0, 0.0, 1.0, 0.0]), "length": torch.tensor([0.0, 1.0, 1.0, 1.0])}
     valid = torch.tensor([3.0, 4.0, 2.0, 5.0])
     parts = gdpo_outcome_parts(scores, valid, ["a", "a", "b", "b"], {"correct": 1.0, "length": 0.5}, batch_norm="sequence")
-    append_record(tmp_path, parts, ["a", "a", "b", "b"], 7)
+    RecordWriter().append(tmp_path, parts, ["a", "a", "b", "b"], 7)
     (record,) = load_steps(tmp_path)
     assert (record.step, record.uid, record.response_length) == (7, ["a", "a", "b", "b"], [3, 4, 2, 5])
     assert record.weights == {"correct": 1.0, "length": 0.5} and record.batch_norm == "sequence"
@@ -124,10 +124,10 @@ def run_python(code, *, timeout=60):
 APPEND = """
 import sys, torch
 from gdpo_verl.core import gdpo_outcome_parts
-from gdpo_verl.core.records import append_record
+from gdpo_verl.core.records import RecordWriter
 parts = gdpo_outcome_parts({"c": torch.tensor([1.0, 0.0, 1.0, 0.0])}, torch.ones(4), ["a", "a", "b", "b"])
 try:
-    append_record(sys.argv[1] if len(sys.argv) > 1 else %r, parts, ["a", "a", "b", "b"], 3)
+    RecordWriter().append(sys.argv[1] if len(sys.argv) > 1 else %r, parts, ["a", "a", "b", "b"], 3)
 except OSError as exc:
     print(exc)
     sys.exit(2)
