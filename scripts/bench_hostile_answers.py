@@ -1,4 +1,4 @@
-"""Time the math reward on hostile answers: what a call of ``compute_score`` costs the reward worker.
+"""Time the math reward on hostile answers: what a call of the reward costs the reward worker.
 
 Each answer is scored as a response ``</think> \\boxed{answer}`` against its gold, the way verl's reward
 worker calls the reward (the checker processes already running, as in a training run). Prints one line per
@@ -17,7 +17,7 @@ import re
 import sys
 import time
 
-from gdpo_verl.rewards.math_length import compute_score
+from gdpo_verl.rewards.math_length import MathLengthReward
 
 # (answer, gold): found by trying what a policy might write; the first are correct answers.
 HOSTILE = [
@@ -57,11 +57,12 @@ class _Reasons(logging.Handler):
         self.last = record.getMessage()
 
 
-def timed(answer: str, gold: str, timeout_s: float, repeats: int) -> tuple[float, dict[str, float]]:
+def timed(reward: MathLengthReward, answer: str, gold: str, timeout_s: float, repeats: int
+          ) -> tuple[float, dict[str, float]]:
     worst, result = 0.0, {}
     for _ in range(repeats):
         start = time.perf_counter()
-        result = compute_score("math", f"</think> \\boxed{{{answer}}}", gold, {"response_length": 100}, timeout_s=timeout_s)
+        result = reward("math", f"</think> \\boxed{{{answer}}}", gold, {"response_length": 100}, timeout_s=timeout_s)
         worst = max(worst, time.perf_counter() - start)
     return worst, result
 
@@ -75,19 +76,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--timeout-s must be > 0 and --repeats >= 1")
     reasons = _Reasons()
     logging.getLogger("gdpo_verl").addHandler(reasons)
-    ordinary, _ = timed(*ORDINARY, args.timeout_s, 1)  # starts the checker process
-    ordinary, _ = timed(*ORDINARY, args.timeout_s, args.repeats)
-    print(f"{'seconds':>8}  correct  hedged  verify_failed  answer  (reason)")
-    worst = 0.0
-    for answer, gold in HOSTILE:
-        reasons.last = ""
-        seconds, result = timed(answer, gold, args.timeout_s, args.repeats)
-        worst = max(worst, seconds)
-        found = re.search(r"verify_failed=1: (.*)\. \d+ so far", reasons.last)
-        why = found.group(1) if found else ""
-        shown = answer if len(answer) <= 40 else f"{answer[:37]}..."
-        print(f"{seconds:8.3f}  {result['correct']:7.0f}  {result['hedged']:6.0f}  {result['verify_failed']:13.0f}  "
-              f"{shown}  {why}")
+    with MathLengthReward() as reward:
+        ordinary, _ = timed(reward, *ORDINARY, args.timeout_s, 1)  # starts the checker processes
+        ordinary, _ = timed(reward, *ORDINARY, args.timeout_s, args.repeats)
+        print(f"{'seconds':>8}  correct  hedged  verify_failed  answer  (reason)")
+        worst = 0.0
+        for answer, gold in HOSTILE:
+            reasons.last = ""
+            seconds, result = timed(reward, answer, gold, args.timeout_s, args.repeats)
+            worst = max(worst, seconds)
+            found = re.search(r"verify_failed=1: (.*)\. \d+ so far", reasons.last)
+            why = found.group(1) if found else ""
+            shown = answer if len(answer) <= 40 else f"{answer[:37]}..."
+            print(f"{seconds:8.3f}  {result['correct']:7.0f}  {result['hedged']:6.0f}  "
+                  f"{result['verify_failed']:13.0f}  {shown}  {why}")
     print(f"worst call: {worst:.3f} s; an ordinary answer ({ORDINARY[0]}): {ordinary:.3f} s; "
           f"ratio {worst / ordinary:.1f}x; timeout_s={args.timeout_s:g}")
     return 0

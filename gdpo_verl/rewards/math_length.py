@@ -27,8 +27,9 @@ parts with top-level commas. The two structured forms may also come as their JSO
                      or math-verify raised, or the answer was refused unchecked as too long or as one sympy would
                      spend seconds on (gdpo_verl/rewards/answer_guard.py)
 
-A call returns within ``timeout_s`` (2 s by default), whatever the answer; the first call in a process also
-waits for the checker processes to start (a second or two: they import sympy and math-verify).
+A call returns within ``timeout_s`` (2 s by default), whatever the answer; the first call of a ``MathLengthReward``
+(the object that holds the checker processes; see its docstring) also waits for them to start (a second or two: they
+import sympy and math-verify).
 """
 
 from __future__ import annotations
@@ -60,83 +61,116 @@ VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
 # Ground truths that are a float NaN or infinity written as text (pandas and Python write them so): a data error.
 _NOT_A_NUMBER = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
 
-_checker = AnswerChecker()
-_failures = 0
+class MathLengthReward:
+    """``compute_score`` with its own answer checker (a pool of ``workers`` math-verify processes) and its own
+    count of answers it could not check.
 
-
-def compute_score(
-    data_source: str,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: dict | None = None,
-    max_length: int = 4000,
-    conditioned: bool = False,
-    think: str = "required",
-    timeout_s: float = 2.0,
-    correct_weight: float = 1.0,
-    length_weight: float = 1.0,
-    **kwargs: Any,
-) -> dict[str, float]:
-    """Score one response; see the module docstring for the returned keys.
-
-    Args:
-        max_length: the token budget l of the length reward (the paper: 4000).
-        conditioned: pay the length reward only to correct responses (the paper's R~_length).
-        think: ``"required"`` for reasoning models whose response is ``reasoning </think> answer``
-            (DeepSeek-R1 distills): a response without ``</think>`` was cut off inside its reasoning and is
-            not correct. ``"none"`` for models that answer directly (Qwen3-4B-Instruct): the whole response
-            is the answer part.
-        timeout_s: the longest one call may take: waiting for a free checker process and every check of the
-            response together (what is not checked by then is counted in ``verify_failed``).
-        correct_weight, length_weight: the weights of ``score``. The recipes pass the weights of
-            ``algorithm.gdpo_reward_weights`` here too, so that GRPO, dynamic sampling and GDPO all see the
-            same weighted objective (gdpo-verl refuses a config where the two differ).
+    The "gdpo_verl" reward manager makes one for itself when verl loads this module's ``compute_score``, and calls
+    it in its place: the checker pool lives as long as the manager, and nothing is kept in the module. To score many
+    responses yourself, make one and call it like ``compute_score``; ``close()`` (or a ``with`` block) stops its
+    processes.
     """
-    global _failures
-    unknown = sorted(set(kwargs) - set(VERL_KWARGS))
-    if unknown:
-        raise ValueError(
-            f"unknown reward.custom_reward_function.reward_kwargs {unknown}; the options are max_length, "
-            "conditioned, think, timeout_s, correct_weight and length_weight."
-        )
-    _check_options(max_length, conditioned, think, timeout_s)
-    weights = (finite_number(correct_weight, "reward.custom_reward_function.reward_kwargs.correct_weight"),
-               finite_number(length_weight, "reward.custom_reward_function.reward_kwargs.length_weight"))
-    response_length = (extra_info or {}).get("response_length")
-    if not isinstance(response_length, numbers.Integral):
-        raise ValueError(
-            "extra_info['response_length'] is missing: the length reward needs the true token count, which "
-            "verl's own reward managers do not pass. Set reward.reward_manager.name=gdpo_verl."
-        )
-    truth = parse_ground_truth(ground_truth)
-    answer = final_answer(solution_str, think)
-    _checker.start()  # the first call in a process waits for the checker processes here, outside timeout_s
-    deadline = time.monotonic() + timeout_s
-    verdict = Verdict(False)
-    if answer is not None:
-        verdict = _verdict(truth, solution_str, answer, think, _checker, deadline)
-    if verdict.value is None:
-        _failures += 1
-        logger.warning(
-            "gdpo-verl math_length: could not check the answer %.80r, scored 0 with verify_failed=1: %s. "
-            "%d so far in this process.",
-            answer,
-            verdict.why,
-            _failures,
-        )
-    correct = float(verdict.value is True)
-    short = float(response_length <= max_length)
-    length = short * correct if conditioned else short
-    return {
-        "score": weights[0] * correct + weights[1] * length,
-        "correct": correct,
-        "length": length,
-        "short": short,
-        "response_length": float(response_length),
-        "answer_found": float(answer is not None),
-        "hedged": float(verdict.hedged),
-        "verify_failed": float(verdict.value is None),
-    }
+
+    def __init__(self, workers: int = 2) -> None:
+        self.checker = AnswerChecker(workers)
+        self.failures = 0
+
+    def __enter__(self) -> MathLengthReward:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.checker.close()
+
+    def __call__(
+        self,
+        data_source: str,
+        solution_str: str,
+        ground_truth: Any,
+        extra_info: dict | None = None,
+        max_length: int = 4000,
+        conditioned: bool = False,
+        think: str = "required",
+        timeout_s: float = 2.0,
+        correct_weight: float = 1.0,
+        length_weight: float = 1.0,
+        **kwargs: Any,
+    ) -> dict[str, float]:
+        """Score one response; see the module docstring for the returned keys.
+
+        Args:
+            max_length: the token budget l of the length reward (the paper: 4000).
+            conditioned: pay the length reward only to correct responses (the paper's R~_length).
+            think: ``"required"`` for reasoning models whose response is ``reasoning </think> answer``
+                (DeepSeek-R1 distills): a response without ``</think>`` was cut off inside its reasoning and is
+                not correct. ``"none"`` for models that answer directly (Qwen3-4B-Instruct): the whole response
+                is the answer part.
+            timeout_s: the longest one call may take: waiting for a free checker process and every check of the
+                response together (what is not checked by then is counted in ``verify_failed``).
+            correct_weight, length_weight: the weights of ``score``. The recipes pass the weights of
+                ``algorithm.gdpo_reward_weights`` here too, so that GRPO, dynamic sampling and GDPO all see the
+                same weighted objective (gdpo-verl refuses a config where the two differ).
+        """
+        unknown = sorted(set(kwargs) - set(VERL_KWARGS))
+        if unknown:
+            raise ValueError(
+                f"unknown reward.custom_reward_function.reward_kwargs {unknown}; the options are max_length, "
+                "conditioned, think, timeout_s, correct_weight and length_weight."
+            )
+        _check_options(max_length, conditioned, think, timeout_s)
+        weights = (finite_number(correct_weight, "reward.custom_reward_function.reward_kwargs.correct_weight"),
+                   finite_number(length_weight, "reward.custom_reward_function.reward_kwargs.length_weight"))
+        response_length = (extra_info or {}).get("response_length")
+        if not isinstance(response_length, numbers.Integral):
+            raise ValueError(
+                "extra_info['response_length'] is missing: the length reward needs the true token count, which "
+                "verl's own reward managers do not pass. Set reward.reward_manager.name=gdpo_verl."
+            )
+        truth = parse_ground_truth(ground_truth)
+        answer = final_answer(solution_str, think)
+        self.checker.start()  # the first call waits for the checker processes here, outside timeout_s
+        deadline = time.monotonic() + timeout_s
+        verdict = Verdict(False)
+        if answer is not None:
+            verdict = _verdict(truth, solution_str, answer, think, self.checker, deadline)
+        if verdict.value is None:
+            self.failures += 1
+            logger.warning(
+                "gdpo-verl math_length: could not check the answer %.80r, scored 0 with verify_failed=1: %s. "
+                "%d so far in this reward worker.",
+                answer,
+                verdict.why,
+                self.failures,
+            )
+        correct = float(verdict.value is True)
+        short = float(response_length <= max_length)
+        length = short * correct if conditioned else short
+        return {
+            "score": weights[0] * correct + weights[1] * length,
+            "correct": correct,
+            "length": length,
+            "short": short,
+            "response_length": float(response_length),
+            "answer_found": float(answer is not None),
+            "hedged": float(verdict.hedged),
+            "verify_failed": float(verdict.value is None),
+        }
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
+                  **options: Any) -> dict[str, float]:
+    """verl's entry point (``reward.custom_reward_function.name=compute_score``); the options are those of
+    ``MathLengthReward.__call__``. Under the "gdpo_verl" reward manager a ``MathLengthReward`` of the manager's own
+    is called instead (``compute_score.reward_class``). Called directly, this scores with one made for the call:
+    its checker processes start and stop within it, a second or two; for many responses, use a ``MathLengthReward``.
+    """
+    with MathLengthReward(workers=1) as reward:
+        return reward(data_source, solution_str, ground_truth, extra_info, **options)
+
+
+compute_score.reward_class = MathLengthReward  # read by gdpo_verl.verl_adapter.reward_manager
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gdpo_verl.core.jsonl import read_jsonl
-from gdpo_verl.rewards.math_length import compute_score
+from gdpo_verl.rewards.math_length import MathLengthReward
 
 # Table 3 layout: benchmark key -> row label, in the paper's order.
 BENCHMARKS = {"math500": "MATH", "aime24": "AIME", "amc": "AMC", "minerva": "Minerva", "olympiadbench": "Olympiad"}
@@ -86,18 +86,19 @@ def score_generations(
 ) -> dict[str, dict[str, float]]:
     """benchmark -> {questions, responses, accuracy (pass@1 %), exceed (%), verify_failed (count)}."""
     per_benchmark: dict[str, list[tuple[float, int, int, float]]] = {}
-    for record in records:
-        results = [
-            compute_score(
-                record["benchmark"], response["text"], record["ground_truth"],
-                {"response_length": response["tokens"]}, max_length=max_length, think=think, timeout_s=timeout_s,
-            )
-            for response in record["responses"]
-        ]
-        pass_at_1 = sum(result["correct"] for result in results) / len(results)
-        exceeded = sum(result["short"] == 0.0 for result in results)
-        failed = sum(result["verify_failed"] for result in results)
-        per_benchmark.setdefault(record["benchmark"], []).append((pass_at_1, exceeded, len(results), failed))
+    with MathLengthReward() as reward:
+        for record in records:
+            results = [
+                reward(
+                    record["benchmark"], response["text"], record["ground_truth"],
+                    {"response_length": response["tokens"]}, max_length=max_length, think=think, timeout_s=timeout_s,
+                )
+                for response in record["responses"]
+            ]
+            pass_at_1 = sum(result["correct"] for result in results) / len(results)
+            exceeded = sum(result["short"] == 0.0 for result in results)
+            failed = sum(result["verify_failed"] for result in results)
+            per_benchmark.setdefault(record["benchmark"], []).append((pass_at_1, exceeded, len(results), failed))
     summary = {}
     for benchmark, questions in per_benchmark.items():
         responses = sum(count for _, _, count, _ in questions)

@@ -1,7 +1,7 @@
 """The reward manager registered in verl as "gdpo_verl" (``reward.reward_manager.name=gdpo_verl``).
 
 It behaves like verl's "naive" reward manager (it runs ``compute_score`` on the decoded last output of a
-sample and stores every key of a returned dict in ``reward_extra_info``), and adds four things:
+sample and stores every key of a returned dict in ``reward_extra_info``), and adds five things:
 
 - ``extra_info["response_length"]``: the number of valid response tokens, so that ``compute_score`` can
   use the true token count (verl's managers pass only the decoded text). ``extra_info`` is copied per
@@ -15,6 +15,8 @@ sample and stores every key of a returned dict in ``reward_extra_info``), and ad
   component varies in it, which is when GDPO can give it a signal.
 - a time limit on ``compute_score`` (``algorithm.gdpo.reward_timeout_s``, 600 s): a call that hangs fails the
   step with an error naming the limit, where verl would wait on it forever.
+- a reward that keeps state (the math reward's checker processes: its ``compute_score.reward_class``) gets an
+  instance of its own, made here and owned by this manager for its lifetime.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import struct
+from functools import partial
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from verl import DataProto
+from verl.trainer.ppo.reward import _call_with_kwargs, _call_with_kwargs_async
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
@@ -68,6 +72,7 @@ class GdpoRewardManager(NaiveRewardManager):
     """verl's naive reward manager plus the true response length and the GDPO signature."""
 
     def __init__(self, config, tokenizer, compute_score, reward_router_address=None, reward_model_tokenizer=None):
+        compute_score = owned_reward(compute_score)
         super().__init__(config, tokenizer, compute_score, reward_router_address, reward_model_tokenizer)
         keys = config.algorithm.get("gdpo_reward_keys", None)
         self.signature_keys = tuple(keys) if keys else ()
@@ -98,6 +103,19 @@ class GdpoRewardManager(NaiveRewardManager):
         if self.signature_keys:
             info[SIGNATURE_KEY] = reward_signature(signature_components(info, self.signature_keys))
         return result
+
+
+def owned_reward(compute_score: Any) -> Any:
+    """verl's wrapped ``compute_score`` with, when the wrapped function names a ``reward_class`` (gdpo-verl's math
+    reward: its checker processes), a fresh instance of that class in its place: the instance, and the state it
+    keeps, belong to this manager. Any other function is returned unchanged."""
+    if not (isinstance(compute_score, partial) and compute_score.func in (_call_with_kwargs, _call_with_kwargs_async)):
+        return compute_score
+    raw_fn, *rest = compute_score.args
+    reward_class = getattr(raw_fn, "reward_class", None)
+    if reward_class is None:
+        return compute_score
+    return partial(compute_score.func, reward_class(), *rest, **compute_score.keywords)
 
 
 def pad_token_scores(key: str, scores: Any, response_length: int, width: int | None) -> list[float]:

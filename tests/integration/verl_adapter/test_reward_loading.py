@@ -36,3 +36,28 @@ def test_verl_loads_the_tool_calling_reward_with_its_options():
     fn = load("tool_calling", correct_scale=1.0)
     result = fn(data_source="toolrl", solution_str="<think>y</think>", ground_truth=truth, extra_info={"response_length": 3})
     assert (result["format"], result["correct"]) == (0.0, -1.0)
+
+
+def test_each_reward_manager_owns_the_math_reward_it_calls():
+    # The math reward keeps state (its checker processes, its count of answers not checked): each manager gets an
+    # instance of its own, made by the manager from the function verl loaded, with verl's reward_kwargs kept.
+    from gdpo_verl.rewards.math_length import MathLengthReward, compute_score
+    from gdpo_verl.verl_adapter.reward_manager import GdpoRewardManager
+
+    loaded = load("math_length", max_length=50, timeout_s=0.001)
+    config = OmegaConf.create({"algorithm": {}, "reward": {}})
+    first, second = (GdpoRewardManager(config, None, loaded).compute_score for _ in range(2))
+    rewards = [first.args[0], second.args[0]]
+    assert all(isinstance(reward, MathLengthReward) for reward in rewards) and rewards[0] is not rewards[1]
+    assert loaded.args[0] is compute_score  # verl's own wrapping is left as it was
+    try:
+        # 5000! takes longer than 1 ms to check: counted by the manager's reward that scored it, not the other
+        result = first(data_source="math", solution_str="</think> \\boxed{5000!}", ground_truth="1",
+                       extra_info={"response_length": 60})
+        assert (result["verify_failed"], result["length"]) == (1.0, 0.0)
+        assert [reward.failures for reward in rewards] == [1, 0]
+    finally:
+        for reward in rewards:
+            reward.close()
+    plain = load("learning_study", max_length=3)
+    assert GdpoRewardManager(config, None, plain).compute_score is plain  # no state kept: called as verl loaded it

@@ -8,14 +8,31 @@ from pathlib import Path
 
 import pytest
 
-from gdpo_verl.rewards.math_length import _verdict, compute_score, final_answer, last_boxed, parse_ground_truth
+from gdpo_verl.rewards import math_length
+from gdpo_verl.rewards.math_length import (
+    MathLengthReward,
+    _verdict,
+    compute_score,
+    final_answer,
+    last_boxed,
+    parse_ground_truth,
+)
 from gdpo_verl.rewards.verifier import AnswerChecker, Verdict
 
 KEYS = {"score", "correct", "length", "short", "response_length", "answer_found", "hedged", "verify_failed"}
 
+# One reward (one checker pool) for this file's tests, as one reward manager holds one for its lifetime.
+REWARD = MathLengthReward()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_the_checker_processes():
+    yield
+    REWARD.close()
+
 
 def score(text, truth="4", length=100, **options):
-    return compute_score("math", text, truth, {"response_length": length}, **options)
+    return REWARD("math", text, truth, {"response_length": length}, **options)
 
 
 def test_correct_and_short():
@@ -145,6 +162,31 @@ def test_a_check_that_runs_past_timeout_s_counts_as_not_made_and_the_checker_rec
     assert (result["correct"], result["verify_failed"]) == (0.0, 1.0)
     assert "no verdict before the deadline" in caplog.text
     assert score("</think> \\boxed{4}")["correct"] == 1.0
+
+
+def test_verl_s_compute_score_scores_with_a_reward_of_its_own_and_stops_its_checker_processes():
+    before = set(_checker_processes())
+    result = compute_score("math", "</think> \\boxed{4}", "4", {"response_length": 3}, max_length=2)
+    assert (result["correct"], result["length"]) == (1.0, 0.0)
+    assert set(_checker_processes()) - before == set()  # nothing left running after the call
+    assert compute_score.reward_class is MathLengthReward  # what the gdpo_verl reward manager makes one of
+
+
+def test_each_reward_counts_its_own_unchecked_answers_and_the_module_keeps_none(caplog):
+    other = MathLengthReward(workers=1)
+    try:
+        failures = REWARD.failures
+        assert score("</think> \\boxed{5000!}", "1", timeout_s=0.001)["verify_failed"] == 1.0
+        assert other("math", "</think> \\boxed{4}", "4", {"response_length": 1})["correct"] == 1.0
+        assert (REWARD.failures, other.failures) == (failures + 1, 0)
+        assert f"{failures + 1} so far in this reward worker" in caplog.text
+    finally:
+        other.close()
+    # no checker, pool or counter at module level: a reward's state is its own object's
+    state = (AnswerChecker, MathLengthReward, int)
+    kept = [name for name, value in vars(math_length).items()
+            if isinstance(value, state) and not isinstance(value, bool) and not name.isupper()]
+    assert kept == []
 
 
 def test_the_checks_of_one_response_share_one_deadline():
