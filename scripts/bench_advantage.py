@@ -202,7 +202,7 @@ def v1_stage(args: argparse.Namespace) -> int:
             trainer.config = compose("gdpo_trainer", overrides=list(overrides))
         return trainer
 
-    ray.init(num_cpus=4, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=4, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
     logging.getLogger("transfer_queue").setLevel(logging.ERROR)  # its thread-count notice, once per call
     try:
         tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))

@@ -219,7 +219,9 @@ def ray_worker_resolution() -> str:
     if address:
         ray.init(address=address, log_to_driver=False)
     else:
-        ray.init(num_cpus=1, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
+        # address="local": a Ray of its own even when another cluster runs on this machine (ray.init would join it)
+        ray.init(address="local", num_cpus=1, _node_ip_address="127.0.0.1", include_dashboard=False,
+                 log_to_driver=False)
     try:
         return json.dumps([[node.address, node.resolved] for node in plugin_on_nodes()])
     finally:

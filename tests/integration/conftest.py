@@ -13,7 +13,7 @@ def transfer_queue():
     TransferQueue's storage units ask Ray for one CPU each (verl's config starts 8), so one unit keeps
     the cluster within 4 logical CPUs on a small machine.
     """
-    ray.init(num_cpus=4, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=4, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
     tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
     yield tq
     tq.close()

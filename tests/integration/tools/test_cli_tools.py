@@ -276,6 +276,22 @@ def test_doctor_on_this_machine_finds_the_plugin_in_a_fresh_process_and_a_ray_wo
     assert lines[-1].startswith("0 failed")
 
 
+def test_doctor_checks_a_ray_of_its_own_beside_a_cluster_already_running_on_the_machine():
+    # Before: with a Ray cluster already running here (a head node, another job, a test beside) and no RAY_ADDRESS,
+    # the doctor's ray.init found that cluster and refused the local one's num_cpus ("When connecting to an existing
+    # cluster, num_cpus and num_gpus must not be provided"): the check failed on a healthy machine.
+    from ray.cluster_utils import Cluster
+
+    env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1"})
+    try:
+        result = doctor(env=env)
+    finally:
+        cluster.shutdown()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert any(line.startswith('OK    "gdpo" in Ray workers') for line in result.stdout.splitlines())
+
+
 def test_doctor_gives_up_on_a_ray_cluster_that_does_not_answer_within_its_bound():
     # ray.init waits without end on some unreachable addresses; the check runs in its own process group and is
     # stopped after its limit (180 s by default, 5 s here), with a line naming the address.

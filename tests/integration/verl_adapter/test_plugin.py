@@ -71,7 +71,7 @@ def test_trainer_hooks_are_installed_when_verl_imports_the_trainer_modules():
 @pytest.fixture(scope="module")
 def ray_cluster():
     # Loopback only: the test cluster must not bind or reach the machine's network address.
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     yield
     ray.shutdown()
 
