@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import struct
-from functools import partial
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
