@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The test suite. Extra arguments go to pytest (the main run).
 #
+#   TIER=full    everything (the default; what CI runs)
+#   TIER=quick   everything but the CPU training runs (-m "not cpu_training"); .venv-cpu-training is not needed
+#
 # 1. tests/unit (the core and the reward functions) in .venv-unit: an environment holding only torch, numpy,
 #    pytest, hypothesis and math-verify, with gdpo-verl installed without its dependencies. This proves that
 #    the math and the rewards need none of verl, Ray, TransferQueue, hydra, omegaconf or vLLM.
@@ -8,8 +11,18 @@
 #    for the CPU training runs in tests/e2e. tests/unit, which step 1 ran, is left out of this run unless the
 #    arguments name tests (a path under tests/). vLLM's CPU build has wheels for Linux x86_64 only; elsewhere those
 #    runs are left out, and this script says so.
+#    This run uses TEST_WORKERS pytest-xdist workers (default 2; 0 runs it in this process). A CPU training run
+#    takes about 1.3 of 2 cores, most of it start-up; a second worker runs other tests (and other runs) beside it,
+#    which the runs are built to survive: a busy machine makes them slower, never stops them. A test file runs
+#    whole in one worker (--dist loadfile), so a module's fixture (a Ray cluster, the main job's run that several
+#    tests read) is made once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TIER=${TIER:-full}
+if [ "$TIER" != full ] && [ "$TIER" != quick ]; then
+    echo "test.sh: TIER must be full or quick; got '$TIER'" >&2
+    exit 2
+fi
 
 UNIT_VENV=${UNIT_VENV:-.venv-unit}
 if [ ! -x "$UNIT_VENV/bin/python" ]; then
@@ -29,6 +42,10 @@ for argument in "$@"; do
 done
 if [ "$NAMES_TESTS" = 0 ]; then
     set -- --ignore=tests/unit "$@"
+fi
+set -- -n "${TEST_WORKERS:-2}" --dist loadfile "$@"
+if [ "$TIER" = quick ]; then
+    exec "$VENV/bin/python" -m pytest -q -m "not cpu_training" "$@"
 fi
 if [ "$(uname -s)/$(uname -m)" = "Linux/x86_64" ]; then
     bash scripts/setup_cpu_training_env.sh

@@ -1,6 +1,7 @@
-"""Two steps of real GDPO training on the CPU, through verl's own main_ppo; a run whose vLLM engine core is
-killed, which must stop by itself, with everything it started; and a run killed inside a step and resumed from
-its checkpoint, on verl's V1 and legacy trainers, with no step lost or doubled.
+"""Real GDPO training on the CPU, through verl's own main_ppo: the main job (two steps, beside a busy process per
+core); a run whose vLLM engine core is killed, which must stop by itself, with everything it started; and a run
+killed inside a step and resumed from its checkpoint, on verl's V1 and legacy trainers, with no step lost or
+doubled.
 
 Nothing of verl is mocked: its V1 trainer, Ray, TransferQueue, the FSDP2 actor, the vLLM rollout server (vLLM's
 CPU build), the bucketed weight sync and the checkpoint all run for real, with this plugin's estimator,
@@ -8,14 +9,18 @@ reward manager and math rewards. What lets verl run on a CPU at all is gdpo_verl
 for the CPU, added through verl's platform registry) and the environment of
 scripts/setup_cpu_training_env.sh; docs/cpu-training.md lists every such piece.
 
-Each run takes about 3 minutes on 2 cores. They need .venv-cpu-training (scripts/test.sh creates it);
-``pytest -m "not cpu_training"`` leaves them out.
+Each start of a run costs about 75 s on 2 cores (every process of the run imports torch, verl and vLLM); a step,
+seconds. So runs are shared where the checks need the same steps: the V1 resume goes on from a copy of the main
+job's run (which checkpoints after each step), and the legacy trainer's first run is the one killed in step 3.
+Six starts in all. They need .venv-cpu-training (scripts/test.sh creates it); ``pytest -m "not cpu_training"``
+leaves them out.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,7 +74,8 @@ def run(tmp_path_factory):
     process = None
     try:
         started = time.monotonic()
-        process = start_run(out, STEPS)
+        # a checkpoint after each step, for the V1 resume test to go on from (the default job saves after its last)
+        process = start_run(out, STEPS, "trainer.save_freq=1")
         stdout, stderr = process.communicate(timeout=2400)
     finally:
         if process is not None:
@@ -195,20 +201,11 @@ def latest_checkpoint(out: Path) -> int:
     return int((out / "checkpoints" / "latest_checkpointed_iteration.txt").read_text())
 
 
-@pytest.mark.parametrize("trainer", ["v1", "legacy"])
-def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or_doubled(tmp_path, trainer):
-    # verl's V1 trainer (its default) and the legacy one (RayPPOTrainer.fit): both number the records by their
-    # own global step, so both must resume the same way
-    every_step = ["trainer.save_freq=1", f"trainer.use_v1={trainer == 'v1'}"]
-    # 1. two steps, a checkpoint after each
-    finish_run(start_run(tmp_path, 2, *every_step), "the first run (STEPS=2)")
-    assert latest_checkpoint(tmp_path) == 2
-
-    # 2. the same run on to step 4: it resumes at step 3, and its driver is killed (SIGKILL, no clean shutdown)
-    # in step 3, after the advantage step wrote its record and before the step's checkpoint
-    process = start_run(tmp_path, 4, *every_step, resume=True)
+def kill_the_driver_in_step_3(process: subprocess.Popen, out: Path) -> str:
+    """Wait for the run's record of step 3 (the advantage step of step 3 has run; its checkpoint is not yet
+    written), SIGKILL verl's driver (no clean shutdown) and return the run's stderr."""
     try:
-        wait_for(process, lambda: 3 in check_run.step_records(tmp_path), "the resumed run's record of step 3")
+        wait_for(process, lambda: 3 in check_run.step_records(out), "the run's record of step 3")
         driver = next(p for p in psutil.Process(process.pid).children(recursive=True) if is_driver(p))
         driver.kill()
         _, stderr = process.communicate(timeout=180)
@@ -217,9 +214,26 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
     assert process.returncode != 0
     # the supervisor names the killed driver's exit (and a Ray part that went down with it, if it saw that first)
     assert "exited with code -9" in stderr
-    # the resumed run recorded step 3 first: it did not start again at step 1
-    assert [line["step"] for line in check_run.read_jsonl(tmp_path / "gdpo" / "gdpo_steps.jsonl")] == [1, 2, 3]
-    assert latest_checkpoint(tmp_path) == 2, "step 3's checkpoint was written before the kill; the test missed its window"
+    assert [line["step"] for line in check_run.read_jsonl(out / "gdpo" / "gdpo_steps.jsonl")] == [1, 2, 3]
+    assert latest_checkpoint(out) == 2, "step 3's checkpoint was written before the kill; the test missed its window"
+    return stderr
+
+
+@pytest.mark.parametrize("trainer", ["v1", "legacy"])
+def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or_doubled(request, tmp_path, trainer):
+    # verl's V1 trainer (its default) and the legacy one (RayPPOTrainer.fit): both number the records by their
+    # own global step, so both must resume the same way
+    every_step = ["trainer.save_freq=1", f"trainer.use_v1={trainer == 'v1'}"]
+    if trainer == "v1":
+        # 1. two steps, a checkpoint after each: the main job's run (the run fixture), copied
+        shutil.copytree(request.getfixturevalue("run")[0], tmp_path, dirs_exist_ok=True)
+        assert latest_checkpoint(tmp_path) == 2
+        # 2. the same run on to step 4: it resumes at step 3 (a resumed run recorded step 3 first: it did not
+        # start again at step 1), and its driver is killed in step 3
+        kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step, resume=True), tmp_path)
+    else:
+        # 1-2. on the legacy trainer, a fresh run of four steps, its driver killed in step 3
+        kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step), tmp_path)
 
     # 3. started again with the same settings: from the step-2 checkpoint, steps 3 and 4
     stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True), "the run resumed after the kill")
