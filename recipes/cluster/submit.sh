@@ -10,7 +10,8 @@
 # the job's environment; with a command instead of a recipe, the knobs of every recipe.
 # WORKING_DIR (default: this checkout) is uploaded as the job's working directory, without the virtual
 # environments, .git and run outputs; WORKING_DIR= runs from the nodes' own copy instead. NO_WAIT=1 returns
-# after submitting.
+# after submitting. A head started moments ago may not take jobs yet (Ray: "No available agent to submit job"):
+# submit.sh tries again every 5 s for up to AGENT_WAIT_S seconds (default 120), then gives up with Ray's error.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -55,4 +56,19 @@ if [ -n "$WORKING_DIR" ]; then
 fi
 runtime_env+="}"
 
-exec ray job submit --address "$RAY_ADDRESS" --runtime-env-json "$runtime_env" ${NO_WAIT:+--no-wait} -- "$@"
+deadline=$((SECONDS + ${AGENT_WAIT_S:-120}))
+output=$(mktemp)
+trap 'rm -f "$output"' EXIT
+while true; do
+    set +e
+    ray job submit --address "$RAY_ADDRESS" --runtime-env-json "$runtime_env" ${NO_WAIT:+--no-wait} -- "$@" 2>&1 \
+        | tee "$output"
+    code=${PIPESTATUS[0]}
+    set -e
+    if [ "$code" != 0 ] && grep -q "No available agent to submit job" "$output" && [ "$SECONDS" -lt "$deadline" ]; then
+        echo "submit.sh: the cluster's job agent is not up yet; trying again in 5 s" >&2
+        sleep 5
+        continue
+    fi
+    exit "$code"
+done
