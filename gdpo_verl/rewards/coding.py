@@ -1,0 +1,295 @@
+"""The paper's coding rewards (section 4.3): pass rate, a length reward conditioned on passing, and a bug reward.
+
+Point verl at it with ``reward.custom_reward_function.path=pkg://gdpo_verl.rewards.coding`` and the "gdpo_verl"
+reward manager (it passes the response's token count as ``extra_info["response_length"]``). Options go in
+``+reward.custom_reward_function.reward_kwargs.<name>``.
+
+The program is the last fenced Python block (```` ```python ... ``` ````) of the answer part of the response (after
+``</think>`` for reasoning models). It runs once per test case, each run in a sandbox of its own
+(``gdpo_verl/rewards/sandbox.py``: bubblewrap, no network, a read-only system, limits on CPU, memory, processes,
+file size, output and wall clock). Every test case counts: none is skipped.
+
+The ground truth is the Eurus-2-RL-Data / PRIME JSON test format (a str, or the parsed dict): ``{"inputs": [...],
+"outputs": [...]}`` runs the program with each input as its stdin and compares its stdout with the output;
+with ``"fn_name"`` the program defines that function (or a ``class Solution`` method) and each input holds its
+arguments (one JSON value per line, or a list), compared with the output's JSON value.
+
+``compute_score`` returns:
+    score          pass_weight * pass_rate + length_weight * length (+ bug_weight * no_bug with objectives=3)
+    pass_rate      the fraction of test cases whose output matched (a run that errs, times out or writes too much
+                   fails its test case)
+    length         1 when the response has at most ``max_length`` tokens AND every test case passed (the paper's
+                   conditioned length reward, section 4.2.1), else 0
+    no_bug         1 when the program ran clean on every test case: it exited 0 within its limits, whatever it
+                   printed. 0 when it does not parse, raises, exits non-zero, crashes, times out or writes past
+                   the output bound on any test case, and 0 when the response holds no program (no program is not
+                   a clean one: otherwise the bug reward would pay for writing no code)
+    code_found     1 when a fenced Python block was found
+    verify_failed  1 when the answer could not be checked because of the checker itself (the sandbox could not
+                   start a run, or no sandbox slot came free in time): every other key is then 0 and the failure is
+                   logged with its reason; never scored as a wrong answer
+    response_length, test_cases, tests_passed, timeouts: for the logs
+
+Output comparison: line by line after trailing whitespace is stripped and trailing empty lines dropped; failing
+that, token by token (whitespace-separated), numbers within ``1e-6`` absolute or relative. Nothing looser (no set
+or order-free comparison, unlike verl's prime_code).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import numbers
+import os
+import re
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from gdpo_verl.core.checks import finite_number, whole_number
+from gdpo_verl.rewards.sandbox import MODES, OK, UNAVAILABLE, Limits, Outcome, Sandbox
+
+logger = logging.getLogger("gdpo_verl")
+
+THINK_MODES = ("required", "none")
+OBJECTIVES = (2, 3)
+VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
+OPTIONS = ("max_length", "objectives", "think", "pass_weight", "length_weight", "bug_weight", "sandbox", "python",
+           "wall_s", "cpu_s", "memory_mb", "processes", "file_mb", "output_kb")
+
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+# Runs a call-based test: the solution's file, then the function named in the test, with the arguments read as
+# JSON from stdin; prints the result as JSON on the last line (after anything the solution printed).
+_CALL_HARNESS = '''
+import json, sys
+_args = json.loads(sys.stdin.read())
+_source = open("solution.py").read()
+_namespace = {"__name__": "solution"}
+exec(compile(_source, "solution.py", "exec"), _namespace)
+_name = sys.argv[1]
+if _name in _namespace:
+    _function = _namespace[_name]
+else:
+    _function = getattr(_namespace["Solution"](), _name)
+_result = _function(*_args)
+if isinstance(_result, tuple):
+    _result = list(_result)
+print()
+print(json.dumps(_result))
+'''
+
+
+class CodingReward:
+    """``compute_score`` with its own sandboxes (one per sandbox mode and limits asked for) and its own count of
+    answers it could not check. The "gdpo_verl" reward manager makes one for itself (``compute_score.reward_class``).
+
+    Args:
+        workers: test cases run at once (each in its own sandbox); default: the cores this process may use.
+    """
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or len(os.sched_getaffinity(0))
+        self.failures = 0
+        self._sandboxes: dict[tuple, Sandbox] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="gdpo-coding")
+
+    def __enter__(self) -> CodingReward:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def sandbox(self, mode: str = "local", python: str | None = None, limits: Limits | None = None) -> Sandbox:
+        """The sandbox of these settings, made and checked (``Sandbox.check``) on first use."""
+        limits = limits or Limits()
+        key = (mode, python, limits)
+        with self._lock:
+            if key not in self._sandboxes:
+                sandbox = Sandbox(mode, limits, python, slots=self.workers)
+                sandbox.check()
+                self._sandboxes[key] = sandbox
+            return self._sandboxes[key]
+
+    def __call__(
+        self,
+        data_source: str,
+        solution_str: str,
+        ground_truth: Any,
+        extra_info: dict | None = None,
+        max_length: int = 4000,
+        objectives: int = 3,
+        think: str = "required",
+        pass_weight: float = 1.0,
+        length_weight: float = 1.0,
+        bug_weight: float = 1.0,
+        sandbox: str = "local",
+        python: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, float]:
+        """Score one response; see the module docstring for the keys and ``Limits`` for ``wall_s``, ``cpu_s``,
+        ``memory_mb``, ``processes``, ``file_mb`` and ``output_kb`` (per test case run)."""
+        where = "reward.custom_reward_function.reward_kwargs"
+        limit_names = set(OPTIONS[8:])
+        unknown = sorted(set(kwargs) - set(VERL_KWARGS) - limit_names)
+        if unknown:
+            raise ValueError(f"unknown {where} {unknown}; the options are {', '.join(OPTIONS)}.")
+        whole_number(max_length, f"{where}.max_length (tokens)", minimum=1)
+        if objectives not in OBJECTIVES or isinstance(objectives, bool):
+            raise ValueError(f"{where}.objectives must be 2 (pass + length) or 3 (+ bug); got {objectives!r}.")
+        if think not in THINK_MODES:
+            raise ValueError(f"{where}.think must be one of {THINK_MODES}; got {think!r}.")
+        if sandbox not in MODES:
+            raise ValueError(f"{where}.sandbox must be one of {MODES} ('none': limits without isolation, for "
+                             f"trusted machines only); got {sandbox!r}.")
+        weights = [finite_number(value, f"{where}.{name}") for name, value in
+                   (("pass_weight", pass_weight), ("length_weight", length_weight), ("bug_weight", bug_weight))]
+        limits = Limits(**{name: value for name, value in kwargs.items() if name in limit_names})
+        response_length = (extra_info or {}).get("response_length")
+        if not isinstance(response_length, numbers.Integral):
+            raise ValueError(
+                "extra_info['response_length'] is missing: the length reward needs the true token count, which "
+                "verl's own reward managers do not pass. Set reward.reward_manager.name=gdpo_verl."
+            )
+        cases = parse_tests(ground_truth)
+        runner = self.sandbox(sandbox, python, limits)
+        code = extract_code(solution_str, think)
+
+        result = {"response_length": float(response_length), "test_cases": float(len(cases.inputs)),
+                  "code_found": float(code is not None)}
+        if code is None:
+            return _scored(result, passed=0, clean=False, timeouts=0, short=response_length <= max_length,
+                           weights=weights, objectives=objectives)
+        outcomes = list(self._pool.map(lambda case: _run_case(runner, code, cases, case), range(len(cases.inputs))))
+        failed = [outcome for outcome, _ in outcomes if outcome.status == UNAVAILABLE]
+        if failed:
+            self.failures += 1
+            logger.warning("gdpo-verl coding: could not check a response, scored 0 with verify_failed=1: %s. %d so "
+                           "far in this reward worker.", failed[0].why, self.failures)
+            zero = dict.fromkeys(("score", "pass_rate", "length", "no_bug", "tests_passed", "timeouts"), 0.0)
+            return {**result, **zero, "verify_failed": 1.0}
+        passed = sum(matched for _, matched in outcomes)
+        clean = all(outcome.status == OK for outcome, _ in outcomes)
+        timeouts = sum(outcome.status == "timeout" for outcome, _ in outcomes)
+        return _scored(result, passed=passed, clean=clean, timeouts=timeouts, short=response_length <= max_length,
+                       weights=weights, objectives=objectives)
+
+
+def _scored(result: dict, *, passed: int, clean: bool, timeouts: int, short: bool, weights: list[float],
+            objectives: int) -> dict[str, float]:
+    count = int(result["test_cases"])
+    pass_rate = passed / count
+    length = float(short and passed == count)
+    no_bug = float(clean and bool(result["code_found"]))
+    score = weights[0] * pass_rate + weights[1] * length + (weights[2] * no_bug if objectives == 3 else 0.0)
+    return {**result, "score": score, "pass_rate": pass_rate, "length": length, "no_bug": no_bug,
+            "tests_passed": float(passed), "timeouts": float(timeouts), "verify_failed": 0.0}
+
+
+class Cases:
+    """Parsed test cases: ``inputs`` and ``outputs`` (strings for stdin/stdout tests; argument lists and expected
+    values for call-based ones) and ``fn_name`` (None for stdin/stdout)."""
+
+    def __init__(self, inputs: list, outputs: list, fn_name: str | None) -> None:
+        self.inputs, self.outputs, self.fn_name = inputs, outputs, fn_name
+
+
+def parse_tests(ground_truth: Any) -> Cases:
+    """The Eurus/PRIME JSON test format, as a str or parsed; a clear error for anything else (a data error)."""
+    what = "the coding ground truth (reward_model.ground_truth)"
+    if isinstance(ground_truth, (str, bytes)):
+        try:
+            ground_truth = json.loads(ground_truth)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{what} is not JSON: {error}; expected {{'inputs': [...], 'outputs': [...]}}.") from None
+    if not isinstance(ground_truth, Mapping) or "inputs" not in ground_truth or "outputs" not in ground_truth:
+        raise ValueError(f"{what} must hold 'inputs' and 'outputs' (and optionally 'fn_name'); got "
+                         f"{str(ground_truth)[:200]!r}.")
+    inputs, outputs = list(ground_truth["inputs"]), list(ground_truth["outputs"])
+    if not inputs or len(inputs) != len(outputs):
+        raise ValueError(f"{what} has {len(inputs)} inputs and {len(outputs)} outputs; it needs at least one test "
+                         "case and one output per input.")
+    fn_name = ground_truth.get("fn_name") or None
+    if fn_name is None:
+        if not all(isinstance(value, str) for value in inputs + outputs):
+            raise ValueError(f"{what}: stdin/stdout test cases must be strings (no fn_name was given).")
+        return Cases(inputs, outputs, None)
+    if not isinstance(fn_name, str) or not fn_name.isidentifier():
+        raise ValueError(f"{what}: fn_name must be a Python identifier; got {fn_name!r}.")
+    arguments = [_arguments(value, what) for value in inputs]
+    expected = [json.loads(value) if isinstance(value, str) else value for value in outputs]
+    return Cases(arguments, expected, fn_name)
+
+
+def _arguments(value: Any, what: str) -> list:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str):
+        try:
+            return [json.loads(line) for line in value.split("\n") if line.strip()]
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{what}: a call-based input is not one JSON value per line: {error}.") from None
+    raise ValueError(f"{what}: a call-based input must be a list of arguments or JSON lines; got {value!r:.100}.")
+
+
+def extract_code(text: str, think: str = "required") -> str | None:
+    """The last fenced Python block of the answer part; None if there is none (or no ``</think>`` when required)."""
+    if think == "required":
+        if "</think>" not in text:
+            return None
+        text = text.rsplit("</think>", 1)[1]
+    blocks = _FENCE.findall(text)
+    return blocks[-1] if blocks else None
+
+
+def _run_case(runner: Sandbox, code: str, cases: Cases, case: int) -> tuple[Outcome, bool]:
+    if cases.fn_name is None:
+        outcome = runner.run(code, cases.inputs[case])
+        return outcome, outcome.status == OK and same_output(outcome.stdout, cases.outputs[case])
+    program = f"open('solution.py', 'w').write({code!r})\n{_CALL_HARNESS}"
+    outcome = runner.run(program, json.dumps(cases.inputs[case]), (cases.fn_name,))
+    if outcome.status != OK:
+        return outcome, False
+    try:
+        value = json.loads(outcome.stdout.rstrip("\n").rsplit("\n", 1)[-1])
+    except (json.JSONDecodeError, IndexError):
+        return outcome, False
+    expected = cases.outputs[case]
+    return outcome, value == expected or (isinstance(expected, list) and len(expected) == 1 and value == expected[0])
+
+
+def same_output(actual: str, expected: str) -> bool:
+    """Line by line after trailing whitespace is stripped; else token by token, numbers within 1e-6."""
+    lines = [line.rstrip() for line in actual.rstrip().split("\n")]
+    wanted = [line.rstrip() for line in expected.rstrip().split("\n")]
+    if lines == wanted:
+        return True
+    tokens, wanted_tokens = actual.split(), expected.split()
+    return len(tokens) == len(wanted_tokens) and all(map(_same_token, tokens, wanted_tokens))
+
+
+def _same_token(token: str, wanted: str) -> bool:
+    if token == wanted:
+        return True
+    try:
+        value, target = float(token), float(wanted)
+    except ValueError:
+        return False
+    return math.isfinite(value) and math.isfinite(target) and math.isclose(value, target, rel_tol=1e-6, abs_tol=1e-6)
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
+                  **options: Any) -> dict[str, float]:
+    """verl's entry point; the options are those of ``CodingReward.__call__``. Under the "gdpo_verl" reward manager
+    a ``CodingReward`` of the manager's own is called instead (``compute_score.reward_class``)."""
+    with CodingReward() as reward:
+        return reward(data_source, solution_str, ground_truth, extra_info, **options)
+
+
+compute_score.reward_class = CodingReward  # read by gdpo_verl.verl_adapter.reward_manager

@@ -1,0 +1,134 @@
+"""The coding reward (pass rate, conditioned length, no_bug, verify_failed) on real sandboxed runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from gdpo_verl.rewards.coding import CodingReward, compute_score, extract_code, parse_tests, same_output
+from gdpo_verl.rewards.sandbox import Limits, SandboxUnavailable
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap runs on Linux only")
+
+ADD = json.dumps({"inputs": ["1 2\n", "3 4\n", "10 -5\n"], "outputs": ["3\n", "7\n", "5\n"]})
+CALL = json.dumps({"fn_name": "add", "inputs": ["1\n2", "3\n4"], "outputs": ["3", "7"]})
+LIMITS = {"wall_s": 4, "cpu_s": 2}
+
+
+@pytest.fixture(scope="module")
+def reward():
+    with CodingReward(workers=2) as reward:
+        yield reward
+
+
+def score(reward, program, truth=ADD, length=100, fence="python", **options):
+    text = f"reasoning</think>Here it is:\n```{fence}\n{program}\n```\n"
+    return reward("codecontests", text, truth, {"response_length": length}, **{**LIMITS, **options})
+
+
+def test_a_correct_program_passes_every_test_and_gets_every_reward(reward):
+    result = score(reward, "a, b = map(int, input().split())\nprint(a + b)")
+    assert (result["pass_rate"], result["length"], result["no_bug"], result["verify_failed"]) == (1.0, 1.0, 1.0, 0.0)
+    assert result["score"] == 3.0 and result["test_cases"] == 3.0
+
+
+def test_a_wrong_answer_without_an_error_is_clean_but_fails_its_tests(reward):
+    result = score(reward, "a, b = map(int, input().split())\nprint(a + b if a < 5 else 0)")
+    assert result["pass_rate"] == pytest.approx(2 / 3)
+    assert (result["length"], result["no_bug"]) == (0.0, 1.0)  # length pays only when every test passes
+
+
+def test_an_error_on_one_test_is_a_bug(reward):
+    result = score(reward, "a, b = map(int, input().split())\nassert b > 0\nprint(a + b)")
+    assert result["pass_rate"] == pytest.approx(2 / 3) and result["no_bug"] == 0.0
+
+
+def test_a_timeout_fails_its_test_and_is_not_clean(reward):
+    result = score(reward, "import time\na, b = map(int, input().split())\nif b < 0:\n    time.sleep(60)\nprint(a + b)")
+    assert result["pass_rate"] == pytest.approx(2 / 3) and result["no_bug"] == 0.0 and result["timeouts"] == 1.0
+
+
+def test_a_long_response_gets_no_length_reward(reward):
+    result = score(reward, "a, b = map(int, input().split())\nprint(a + b)", length=4001)
+    assert (result["pass_rate"], result["length"]) == (1.0, 0.0)
+
+
+def test_no_code_block_scores_zero_everywhere(reward):
+    result = reward("apps", "reasoning</think>print(1)", ADD, {"response_length": 5})
+    assert (result["code_found"], result["pass_rate"], result["no_bug"], result["length"], result["score"]) == (0,) * 5
+
+
+def test_two_objectives_leave_the_bug_reward_out_of_the_score(reward):
+    result = score(reward, "a, b = map(int, input().split())\nprint(a + b)", objectives=2, length_weight=0.5)
+    assert result["score"] == 1.5 and result["no_bug"] == 1.0
+
+
+def test_call_based_tests_call_the_function_or_the_solution_method(reward):
+    assert score(reward, "def add(a, b):\n    return a + b", CALL)["pass_rate"] == 1.0
+    method = "class Solution:\n    def add(self, a, b):\n        print('noise')\n        return a + b"
+    assert score(reward, method, CALL)["pass_rate"] == 1.0
+    assert score(reward, "def add(a, b):\n    return a - b", CALL)["pass_rate"] == 0.0
+    assert score(reward, "def plus(a, b):\n    return a + b", CALL)["no_bug"] == 0.0  # no such function: raises
+
+
+def test_every_test_case_counts_not_only_the_first_ten(reward):
+    truth = json.dumps({"inputs": [f"{i}\n" for i in range(12)], "outputs": [f"{i}\n" for i in range(12)]})
+    result = score(reward, "n = int(input())\nprint(n if n < 11 else -1)", truth)
+    assert result["test_cases"] == 12 and result["pass_rate"] == pytest.approx(11 / 12)
+
+
+def test_a_sandbox_that_cannot_run_is_verify_failed_never_wrong(reward, caplog):
+    sandbox = reward.sandbox(limits=Limits(**LIMITS))
+    taken = [sandbox._slots.get() for _ in range(reward.workers)]  # every slot busy: no run can start in time
+    try:
+        result = score(reward, "a, b = map(int, input().split())\nprint(a + b)")
+    finally:
+        for slot in taken:
+            sandbox._slots.put(slot)
+    assert result["verify_failed"] == 1.0
+    assert (result["score"], result["pass_rate"], result["no_bug"], result["length"]) == (0.0,) * 4
+    assert "could not check a response" in caplog.text and "no sandbox slot free within 4 s" in caplog.text
+
+
+def test_a_node_that_cannot_run_the_sandbox_is_refused_before_any_program_runs(reward):
+    with pytest.raises(SandboxUnavailable, match="the interpreter /nonexistent/python3 is not an executable file"):
+        score(reward, "print(1)", python="/nonexistent/python3")
+
+
+def test_bad_options_and_ground_truths_are_refused_by_name(reward):
+    with pytest.raises(ValueError, match="unknown reward.custom_reward_function.reward_kwargs \\['timeout'\\]"):
+        score(reward, "print(1)", timeout=3)
+    with pytest.raises(ValueError, match="objectives must be 2 .* or 3"):
+        score(reward, "print(1)", objectives=4)
+    with pytest.raises(ValueError, match="sandbox must be one of"):
+        score(reward, "print(1)", sandbox="docker")
+    with pytest.raises(ValueError, match="must hold 'inputs' and 'outputs'"):
+        parse_tests({"input_output": []})
+    with pytest.raises(ValueError, match="3 inputs and 2 outputs"):
+        parse_tests({"inputs": ["1", "2", "3"], "outputs": ["1", "2"]})
+    with pytest.raises(ValueError, match="response_length"):
+        reward("apps", "x", ADD, {})
+
+
+def test_code_is_the_last_python_block_after_the_reasoning():
+    text = "```python\nprint(0)\n```</think>first\n```python\nprint(1)\n```\nthen\n```py\nprint(2)\n```"
+    assert extract_code(text) == "print(2)\n"
+    assert extract_code("```python\nprint(0)\n```") is None  # cut off inside its reasoning
+    assert extract_code("```python\nprint(0)\n```", think="none") == "print(0)\n"
+
+
+def test_outputs_compare_by_line_then_by_token_with_a_number_tolerance_and_nothing_looser():
+    assert same_output("3  \n7\n\n", "3\n7")
+    assert same_output("1 2 3", "1\n2\n3")
+    assert same_output("0.3333333", "0.33333333")
+    assert not same_output("3 2 1", "1 2 3")  # no order-free comparison
+    assert not same_output("", "0") and not same_output("inf", "1e309") and not same_output("1e-3", "2e-3")
+
+
+def test_compute_score_for_verl_makes_a_reward_for_the_call():
+    result = compute_score("apps", "</think>```python\nprint(int(input()) * 2)\n```", {"inputs": ["2"], "outputs": ["4"]},
+                           {"response_length": 10})
+    assert result["pass_rate"] == 1.0
+    assert compute_score.reward_class is CodingReward
