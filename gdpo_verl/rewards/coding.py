@@ -15,7 +15,7 @@ with ``"fn_name"`` the program defines that function (or a ``class Solution`` me
 arguments (one JSON value per line, or a list), compared with the output's JSON value.
 
 ``compute_score`` returns:
-    score          pass_weight * pass_rate + length_weight * length (+ bug_weight * no_bug with objectives=3)
+    score          pass_rate_weight * pass_rate + length_weight * length (+ no_bug_weight * no_bug with objectives=3)
     pass_rate      the fraction of test cases whose output matched (a run that errs, times out or writes too much
                    fails its test case)
     length         1 when the response has at most ``max_length`` tokens AND every test case passed (the paper's
@@ -56,8 +56,9 @@ logger = logging.getLogger("gdpo_verl")
 THINK_MODES = ("required", "none")
 OBJECTIVES = (2, 3)
 VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
-OPTIONS = ("max_length", "objectives", "think", "pass_weight", "length_weight", "bug_weight", "sandbox", "python",
-           "wall_s", "cpu_s", "memory_mb", "processes", "file_mb", "output_kb")
+LIMIT_OPTIONS = ("wall_s", "cpu_s", "memory_mb", "processes", "file_mb", "output_kb")
+OPTIONS = ("max_length", "objectives", "think", "pass_rate_weight", "length_weight", "no_bug_weight", "sandbox",
+           "python", *LIMIT_OPTIONS)
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
@@ -106,6 +107,11 @@ class CodingReward:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
+    def prepare(self, sandbox: str = "local", python: str | None = None, **options: Any) -> None:
+        """Make and check the sandbox that calls with these reward_kwargs will use (the "gdpo_verl" reward manager
+        does it when it starts, before any program runs); raises ``SandboxUnavailable`` naming the problem."""
+        self.sandbox(sandbox, python, Limits(**{name: options[name] for name in LIMIT_OPTIONS if name in options}))
+
     def sandbox(self, mode: str = "local", python: str | None = None, limits: Limits | None = None) -> Sandbox:
         """The sandbox of these settings, made and checked (``Sandbox.check``) on first use."""
         limits = limits or Limits()
@@ -126,9 +132,9 @@ class CodingReward:
         max_length: int = 4000,
         objectives: int = 3,
         think: str = "required",
-        pass_weight: float = 1.0,
+        pass_rate_weight: float = 1.0,
         length_weight: float = 1.0,
-        bug_weight: float = 1.0,
+        no_bug_weight: float = 1.0,
         sandbox: str = "local",
         python: str | None = None,
         **kwargs: Any,
@@ -136,8 +142,7 @@ class CodingReward:
         """Score one response; see the module docstring for the keys and ``Limits`` for ``wall_s``, ``cpu_s``,
         ``memory_mb``, ``processes``, ``file_mb`` and ``output_kb`` (per test case run)."""
         where = "reward.custom_reward_function.reward_kwargs"
-        limit_names = set(OPTIONS[8:])
-        unknown = sorted(set(kwargs) - set(VERL_KWARGS) - limit_names)
+        unknown = sorted(set(kwargs) - set(VERL_KWARGS) - set(LIMIT_OPTIONS))
         if unknown:
             raise ValueError(f"unknown {where} {unknown}; the options are {', '.join(OPTIONS)}.")
         whole_number(max_length, f"{where}.max_length (tokens)", minimum=1)
@@ -148,9 +153,9 @@ class CodingReward:
         if sandbox not in MODES:
             raise ValueError(f"{where}.sandbox must be one of {MODES} ('none': limits without isolation, for "
                              f"trusted machines only); got {sandbox!r}.")
-        weights = [finite_number(value, f"{where}.{name}") for name, value in
-                   (("pass_weight", pass_weight), ("length_weight", length_weight), ("bug_weight", bug_weight))]
-        limits = Limits(**{name: value for name, value in kwargs.items() if name in limit_names})
+        weights = [finite_number(value, f"{where}.{name}") for name, value in (
+            ("pass_rate_weight", pass_rate_weight), ("length_weight", length_weight), ("no_bug_weight", no_bug_weight))]
+        limits = Limits(**{name: value for name, value in kwargs.items() if name in LIMIT_OPTIONS})
         response_length = (extra_info or {}).get("response_length")
         if not isinstance(response_length, numbers.Integral):
             raise ValueError(

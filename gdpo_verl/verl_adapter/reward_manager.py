@@ -15,8 +15,10 @@ sample and stores every key of a returned dict in ``reward_extra_info``), and ad
   component varies in it, which is when GDPO can give it a signal.
 - a time limit on ``compute_score`` (``algorithm.gdpo.reward_timeout_s``, 600 s): a call that hangs fails the
   step with an error naming the limit, where verl would wait on it forever.
-- a reward that keeps state (the math reward's checker processes: its ``compute_score.reward_class``) gets an
-  instance of its own, made here and owned by this manager for its lifetime.
+- a reward that keeps state (the math reward's checker processes, the coding reward's sandboxes: their
+  ``compute_score.reward_class``) gets an instance of its own, made here and owned by this manager for its
+  lifetime; one with a ``prepare`` method gets it called with the reward_kwargs at once, so that the coding
+  reward checks its sandbox on this node before the first program runs.
 """
 
 from __future__ import annotations
@@ -106,16 +108,22 @@ class GdpoRewardManager(NaiveRewardManager):
 
 
 def owned_reward(compute_score: Any) -> Any:
-    """verl's wrapped ``compute_score`` with, when the wrapped function names a ``reward_class`` (gdpo-verl's math
-    reward: its checker processes), a fresh instance of that class in its place: the instance, and the state it
-    keeps, belong to this manager. Any other function is returned unchanged."""
+    """verl's wrapped ``compute_score`` (``partial(_call_with_kwargs, raw_fn, reward_kwargs)``) with, when the wrapped
+    function names a ``reward_class`` (gdpo-verl's math reward: its checker processes; the coding reward: its
+    sandboxes), a fresh instance of that class in its place, prepared for the reward_kwargs when it has a
+    ``prepare``: the instance, and the state it keeps, belong to this manager. Any other function is returned
+    unchanged."""
     if not (isinstance(compute_score, partial) and compute_score.func in (_call_with_kwargs, _call_with_kwargs_async)):
         return compute_score
-    raw_fn, *rest = compute_score.args
+    raw_fn, reward_kwargs, *rest = compute_score.args
     reward_class = getattr(raw_fn, "reward_class", None)
     if reward_class is None:
         return compute_score
-    return partial(compute_score.func, reward_class(), *rest, **compute_score.keywords)
+    reward = reward_class()
+    prepare = getattr(reward, "prepare", None)
+    if prepare is not None:
+        prepare(**reward_kwargs)
+    return partial(compute_score.func, reward, reward_kwargs, *rest, **compute_score.keywords)
 
 
 def pad_token_scores(key: str, scores: Any, response_length: int, width: int | None) -> list[float]:

@@ -254,6 +254,8 @@ def check_config(config: Any) -> GdpoSettings | None:
         _log_negative_weights(settings or observed)
     if settings is not None and settings.dump_dir is not None:
         check_dump_dir(settings.dump_dir)
+    if settings is not None or observed is not None:
+        _check_coding_sandbox(config)
 
     filter_groups = _get(algorithm, "filter_groups")
     if filter_groups is not None and _get(filter_groups, "enable", False):
@@ -309,7 +311,21 @@ def check_dump_dir(dump_dir: str) -> None:
 
 
 # This package's reward functions whose summed ``score`` takes ``<reward>_weight`` options.
-WEIGHTED_REWARD_FUNCTIONS = ("pkg://gdpo_verl.rewards.math_length", "pkg://gdpo_verl.rewards.tool_calling")
+WEIGHTED_REWARD_FUNCTIONS = ("pkg://gdpo_verl.rewards.math_length", "pkg://gdpo_verl.rewards.tool_calling",
+                             "pkg://gdpo_verl.rewards.coding")
+
+
+def _check_coding_sandbox(config: Any) -> None:
+    """The coding reward runs programs in a sandbox: on this (the driver's) node, start one before Ray starts, and
+    stop with the node's problem and its fix if it cannot (each reward worker checks its own node when it starts)."""
+    reward = _get(config, "reward")
+    function = _get(reward, "custom_reward_function") if reward is not None else None
+    if function is None or _get(function, "path") != "pkg://gdpo_verl.rewards.coding":
+        return
+    from gdpo_verl.rewards.coding import CodingReward
+
+    with CodingReward(workers=1) as coding:
+        coding.prepare(**dict(_get(function, "reward_kwargs") or {}))
 
 
 def _check_score_weights(config: Any, settings: GdpoSettings) -> None:

@@ -61,3 +61,24 @@ def test_each_reward_manager_owns_the_math_reward_it_calls():
             reward.close()
     plain = load("learning_study", max_length=3)
     assert GdpoRewardManager(config, None, plain).compute_score is plain  # no state kept: called as verl loaded it
+
+
+def test_the_coding_reward_runs_through_verl_and_each_manager_checks_its_sandbox_when_it_starts():
+    from gdpo_verl.rewards.coding import CodingReward
+    from gdpo_verl.rewards.sandbox import SandboxUnavailable
+    from gdpo_verl.verl_adapter.reward_manager import GdpoRewardManager
+
+    config = OmegaConf.create({"algorithm": {}, "reward": {}})
+    manager = GdpoRewardManager(config, None, load("coding", max_length=50, objectives=2, wall_s=5))
+    reward = manager.compute_score.args[0]
+    assert isinstance(reward, CodingReward) and len(reward._sandboxes) == 1  # made and checked at the start
+    try:
+        result = manager.compute_score(
+            data_source="apps", solution_str="</think>```python\nprint(int(input()) + 1)\n```",
+            ground_truth='{"inputs": ["1", "2"], "outputs": ["2", "4"]}', extra_info={"response_length": 9})
+    finally:
+        reward.close()
+    assert (result["pass_rate"], result["length"], result["no_bug"], result["score"]) == (0.5, 0.0, 1.0, 0.5)
+    # a node whose sandbox cannot run: the manager does not start, with the node's problem named
+    with pytest.raises(SandboxUnavailable, match="sandbox on node .*: the interpreter /no/python is not an executable"):
+        GdpoRewardManager(config, None, load("coding", python="/no/python"))

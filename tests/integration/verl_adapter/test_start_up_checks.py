@@ -52,6 +52,17 @@ def test_each_configuration_error_is_raised_by_verls_validate_config(overrides, 
         validate_config(config, use_reference_policy=False, use_critic=False)
 
 
+def test_a_coding_reward_whose_sandbox_cannot_run_on_this_node_stops_before_ray_starts():
+    from gdpo_verl.rewards.sandbox import SandboxUnavailable
+
+    coding = ["algorithm.gdpo_reward_keys=[pass_rate,no_bug]",
+              "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.coding"]
+    with pytest.raises(SandboxUnavailable, match="sandbox on node .*: the interpreter /no/python is not an executable"):
+        validate_config(packaged(*coding, "+reward.custom_reward_function.reward_kwargs.python=/no/python"),
+                        use_reference_policy=False, use_critic=False)
+    assert check_config(packaged(*coding)).reward_keys == ("pass_rate", "no_bug")  # a sandbox that runs: accepted
+
+
 def test_a_valid_gdpo_config_passes_the_check():
     settings = check_config(packaged("algorithm.gdpo_reward_weights=[1.0,0.5]", "algorithm.filter_groups.enable=true"))
     assert settings.weights == {"correct": 1.0, "length": 0.5}

@@ -63,6 +63,8 @@ def test_no_code_block_scores_zero_everywhere(reward):
 def test_two_objectives_leave_the_bug_reward_out_of_the_score(reward):
     result = score(reward, "a, b = map(int, input().split())\nprint(a + b)", objectives=2, length_weight=0.5)
     assert result["score"] == 1.5 and result["no_bug"] == 1.0
+    weighted = score(reward, "a, b = map(int, input().split())\nprint(a + b)", pass_rate_weight=2, no_bug_weight=0.25)
+    assert weighted["score"] == 3.25
 
 
 def test_call_based_tests_call_the_function_or_the_solution_method(reward):
@@ -93,6 +95,8 @@ def test_a_sandbox_that_cannot_run_is_verify_failed_never_wrong(reward, caplog):
 
 
 def test_a_node_that_cannot_run_the_sandbox_is_refused_before_any_program_runs(reward):
+    with pytest.raises(SandboxUnavailable, match="the interpreter /nonexistent/python3 is not an executable file"):
+        reward.prepare(python="/nonexistent/python3", wall_s=3)  # what the reward manager does when it starts
     with pytest.raises(SandboxUnavailable, match="the interpreter /nonexistent/python3 is not an executable file"):
         score(reward, "print(1)", python="/nonexistent/python3")
 
