@@ -104,6 +104,32 @@ def test_math_recipes_cover_every_model_estimator_and_length_reward():
     assert expected <= names
 
 
+CODING = sorted((ROOT / "coding").glob("r1_7b_*.sh"))
+# Table 7's "Math/Coding" column; the conditioned length and the reward the paper names (section 4.3)
+CODING_PAPER = {**{key: value for key, value in PAPER.items() if not key.startswith("reward.") and "clip_ratio_c" not in key},
+                "reward.custom_reward_function.path": "pkg://gdpo_verl.rewards.coding",
+                "reward.custom_reward_function.reward_kwargs.max_length": 4000,
+                "reward.custom_reward_function.reward_kwargs.sandbox": "local",
+                "actor_rollout_ref.model.path": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"}
+
+
+@pytest.mark.parametrize("recipe", CODING, ids=lambda path: path.name)
+def test_coding_recipes_carry_the_papers_setup_with_two_or_three_objectives(recipe):
+    (config,) = configs(default_run(recipe).stdout)
+    for key, value in CODING_PAPER.items():
+        assert OmegaConf.select(config, key) == value, key
+    three = recipe.stem.endswith("3obj")
+    assert config.reward.custom_reward_function.reward_kwargs.objectives == (3 if three else 2)
+    keys = ["pass_rate", "length", "no_bug"] if three else ["pass_rate", "length"]
+    assert list(config.algorithm.gdpo_reward_keys) == keys
+    assert config.algorithm.adv_estimator == ("gdpo" if "_gdpo_" in recipe.name else "grpo")
+    assert config.trainer.experiment_name == recipe.stem
+
+
+def test_coding_recipes_cover_both_estimators_and_both_objective_sets():
+    assert {path.stem for path in CODING} == {f"r1_7b_{e}_{k}obj" for e in ("grpo", "gdpo") for k in (2, 3)}
+
+
 def test_weight_sweep_composes_one_run_per_weight():
     recipe = ROOT / "math_length" / "r1_7b_gdpo_length_weight_sweep.sh"
     result = default_run(recipe)

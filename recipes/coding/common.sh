@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Shared settings of the coding experiment (arXiv 2601.05242, section 4.3: DeepSeek-R1-Distill-Qwen-7B on the code
+# split of Eurus-2-RL-Data, rewards pass_rate, length conditioned on passing, and no_bug), sourced by every script
+# in this folder after recipes/launch.sh. A script sets ESTIMATOR (grpo | gdpo) and OBJECTIVES (2: pass + length,
+# 3: + bug), declares its MODEL and EXPERIMENT knobs, sources this file and launches with "${CODING[@]}" "$@".
+# docs/coding.md ("Where each default comes from") gives the source of every default. Extra arguments are passed
+# to verl as hydra overrides.
+: "${ESTIMATOR:?the script must set ESTIMATOR (grpo or gdpo)}"
+: "${OBJECTIVES:?the script must set OBJECTIVES (2 or 3)}"
+
+# Data (scripts/prepare_coding_data.py writes these)
+knob DATA_DIR "$HOME/data/coding"
+knob TRAIN_FILE "$DATA_DIR/train.parquet"
+knob VAL_FILE "$DATA_DIR/validation.parquet"
+knob TRAIN_BATCH_SIZE "512"
+knob MAX_PROMPT_LENGTH "1024"
+knob MAX_RESPONSE_LENGTH "8000"
+knob PROMPT_OVERFLOW "drop"             # drop | left | right | middle (see ../launch.sh)
+
+# Rewards
+knob MAX_LENGTH "4000"                  # the length budget l, in tokens (the length reward pays only when all pass)
+knob PASS_WEIGHT "1.0"
+knob LENGTH_WEIGHT "1.0"
+knob BUG_WEIGHT "1.0"                   # used with OBJECTIVES=3
+knob SANDBOX "local"                    # local (bubblewrap) | none (limits only: trusted machines)
+knob WALL_S "10"                        # one test case's run: wall clock, CPU seconds, memory
+knob CPU_S "5"
+knob MEMORY_MB "1024"
+knob FILTER_GROUPS "True"               # DAPO dynamic sampling on the summed score
+knob FILTER_METRIC "score"
+knob BATCH_NORM "token"
+
+# Actor (FSDP) and its loss
+knob LR "1e-6"
+knob MINI_BATCH_SIZE "64"
+knob PPO_EPOCHS "1"
+knob CLIP_LOW "0.2"
+knob CLIP_HIGH "0.28"
+knob LOSS_AGG_MODE "token-mean"
+knob USE_KL_LOSS "True"
+knob KL_LOSS_COEF "0.0005"
+knob KL_LOSS_TYPE "mse"
+knob ENTROPY_COEFF "0"
+knob MAX_TOKENS_PER_GPU "18432"
+knob SP_SIZE "1"
+
+# Rollout (vLLM)
+knob ROLLOUT_N "16"
+knob TEMPERATURE "1.0"
+knob TP "2"
+knob GPU_MEMORY_UTILIZATION "0.7"
+
+# Trainer
+knob NNODES "1"
+knob GPUS_PER_NODE "8"
+knob TOTAL_STEPS "500"
+knob SAVE_FREQ "50"
+knob TEST_FREQ "50"
+knob PROJECT "gdpo_coding"
+knob CHECKPOINT_DIR ""
+knob DUMP_DIR "null"
+
+coding_overrides() {
+    shared_overrides
+    local keys="[pass_rate,length]" weights="[${PASS_WEIGHT},${LENGTH_WEIGHT}]"
+    if [ "$OBJECTIVES" = 3 ]; then
+        keys="[pass_rate,length,no_bug]" weights="[${PASS_WEIGHT},${LENGTH_WEIGHT},${BUG_WEIGHT}]"
+    fi
+    CODING=(
+        "${SHARED_OVERRIDES[@]}"
+        "algorithm.adv_estimator=${ESTIMATOR}"
+        "algorithm.gdpo_reward_keys=${keys}"
+        "algorithm.gdpo_reward_weights=${weights}"
+        "algorithm.filter_groups.enable=${FILTER_GROUPS}"
+        "algorithm.filter_groups.metric=${FILTER_METRIC}"
+        "data.train_files=${TRAIN_FILE}"
+        "data.val_files=${VAL_FILE}"
+        "actor_rollout_ref.actor.ppo_epochs=${PPO_EPOCHS}"
+        "actor_rollout_ref.actor.clip_ratio_low=${CLIP_LOW}"
+        "actor_rollout_ref.actor.clip_ratio_high=${CLIP_HIGH}"
+        "actor_rollout_ref.actor.loss_agg_mode=${LOSS_AGG_MODE}"
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size=${SP_SIZE}"
+        "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.coding"
+        "+reward.custom_reward_function.reward_kwargs.objectives=${OBJECTIVES}"
+        "+reward.custom_reward_function.reward_kwargs.max_length=${MAX_LENGTH}"
+        "+reward.custom_reward_function.reward_kwargs.sandbox=${SANDBOX}"
+        "+reward.custom_reward_function.reward_kwargs.wall_s=${WALL_S}"
+        "+reward.custom_reward_function.reward_kwargs.cpu_s=${CPU_S}"
+        "+reward.custom_reward_function.reward_kwargs.memory_mb=${MEMORY_MB}"
+        # the same weights in the summed score, which GRPO and dynamic sampling use: one weighted objective
+        "+reward.custom_reward_function.reward_kwargs.pass_rate_weight=${PASS_WEIGHT}"
+        "+reward.custom_reward_function.reward_kwargs.length_weight=${LENGTH_WEIGHT}"
+        "+reward.custom_reward_function.reward_kwargs.no_bug_weight=${BUG_WEIGHT}"
+        "trainer.total_training_steps=${TOTAL_STEPS}"
+    )
+}
+coding_overrides
