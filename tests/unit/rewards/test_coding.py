@@ -7,7 +7,14 @@ import sys
 
 import pytest
 
-from gdpo_verl.rewards.coding import CodingReward, compute_score, extract_code, parse_tests, same_output
+from gdpo_verl.rewards.coding import (
+    CodingReward,
+    compute_score,
+    extract_code,
+    parse_tests,
+    same_output,
+    same_value,
+)
 from gdpo_verl.rewards.sandbox import Limits, SandboxUnavailable
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap runs on Linux only")
@@ -55,9 +62,16 @@ def test_a_long_response_gets_no_length_reward(reward):
     assert (result["pass_rate"], result["length"]) == (1.0, 0.0)
 
 
-def test_no_code_block_scores_zero_everywhere(reward):
-    result = reward("apps", "reasoning</think>print(1)", ADD, {"response_length": 5})
-    assert (result["code_found"], result["pass_rate"], result["no_bug"], result["length"], result["score"]) == (0,) * 5
+def test_no_code_block_or_a_blank_one_scores_zero_everywhere(reward):
+    for text in ("reasoning</think>print(1)", "reasoning</think>```python\n  \n```"):
+        result = reward("apps", text, ADD, {"response_length": 5})
+        assert (result["code_found"], result["pass_rate"], result["no_bug"], result["length"], result["score"]) == (0,) * 5
+
+
+def test_a_call_based_solution_that_ends_the_process_itself_is_not_clean(reward):
+    for body in ("import os\n    os._exit(0)", "import sys\n    sys.exit(0)", "print('gdpo-result-0000:3')\n    raise SystemExit"):
+        result = score(reward, f"def add(a, b):\n    {body}", CALL)
+        assert (result["pass_rate"], result["no_bug"]) == (0.0, 0.0), body
 
 
 def test_two_objectives_leave_the_bug_reward_out_of_the_score(reward):
@@ -129,6 +143,16 @@ def test_outputs_compare_by_line_then_by_token_with_a_number_tolerance_and_nothi
     assert same_output("0.3333333", "0.33333333")
     assert not same_output("3 2 1", "1 2 3")  # no order-free comparison
     assert not same_output("", "0") and not same_output("inf", "1e309") and not same_output("1e-3", "2e-3")
+    # an expected integer is matched exactly: a float answer to a large-integer problem is wrong
+    assert not same_output("1e18", "1000000000000000007") and not same_output("1000000999", "1000000000")
+    assert not same_output("1_000", "1000") and not same_output("0.5", "1/2")
+
+
+def test_call_based_results_compare_bools_ints_and_floats_strictly_where_they_must():
+    assert same_value(True, True) and not same_value(True, 1) and not same_value(1, True)
+    assert same_value(0.30000000000000004, 0.3) and not same_value(10**18 + 1, 10**18)
+    assert same_value((1, [2.0]), [1, [2.0000000001]]) and not same_value([1, 2], [2, 1])
+    assert same_value({"a": 1}, {"a": 1}) and not same_value("1", 1)
 
 
 def test_compute_score_for_verl_makes_a_reward_for_the_call():

@@ -125,6 +125,28 @@ def test_a_memory_bomb_gets_a_memory_error(sandbox, nothing_left_behind):
     assert outcome.status == ERROR and "MemoryError" in outcome.stderr
 
 
+def test_memory_outside_the_address_space_is_refused(sandbox, nothing_left_behind):
+    # each of these would hold memory that RLIMIT_AS does not count: files in /dev/shm, SysV shared memory and
+    # message queues, memfds
+    code = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+for name, call in [('shm', lambda: open('/dev/shm/x', 'wb').write(b'x' * 2**20)),
+                   ('memfd', lambda: os.memfd_create('x')),
+                   ('shmget', lambda: libc.shmget(0, 2**20, 0o1600)),
+                   ('msgget', lambda: libc.msgget(0, 0o1600))]:
+    try:
+        result = call()
+        print(name, 'refused' if result == -1 else 'allowed', ctypes.get_errno())
+    except OSError as error:
+        print(name, 'refused', error.errno)
+"""
+    outcome = sandbox.run(code, "")
+    assert outcome.status == OK, outcome.stderr
+    assert [line.split()[:2] for line in outcome.stdout.splitlines()] == [
+        ["shm", "refused"], ["memfd", "refused"], ["shmget", "refused"], ["msgget", "refused"]]
+
+
 def test_a_gigabyte_of_output_is_cut_at_the_output_bound(sandbox, nothing_left_behind):
     started = time.monotonic()
     outcome = sandbox.run("import sys\nfor _ in range(1024):\n    sys.stdout.write('x' * 2**20)", "")
@@ -288,6 +310,14 @@ def test_a_node_whose_sandbox_cannot_start_is_named_with_the_fix():
 def test_without_a_sandbox_the_limits_still_hold_when_opted_in():
     plain = Sandbox("none", LIMITS)
     plain.check()
+    # a fresh working directory per run, gone afterwards
+    where = plain.run("import os\nopen('solution.py', 'w').write('1')\nprint(os.getcwd())", "")
+    assert where.status == OK and not os.path.exists(where.stdout.strip())
+    # a child in a session of its own that keeps stdin open and unread does not hold the run past its bound
+    started = time.monotonic()
+    code = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(30)\nelse:\n    time.sleep(30)"
+    assert plain.run(code, "x" * 2**20).status == TIMEOUT
+    assert time.monotonic() - started < LIMITS.wall_s + 2
     assert plain.run("while True:\n    pass", "").status in (TIMEOUT, ERROR)
     assert plain.run("import sys\nsys.stdout.write('x' * 2**30)", "").status in (OUTPUT_LIMIT, ERROR)
     assert plain.run("x = bytearray(2**30)", "").status == ERROR
