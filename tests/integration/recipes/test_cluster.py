@@ -40,7 +40,11 @@ def head():
     ray_port, dashboard_port = free_port(), free_port()
     env = environment(HEAD_IP="127.0.0.1", RAY_PORT=str(ray_port), DASHBOARD_HOST="127.0.0.1",
                       DASHBOARD_PORT=str(dashboard_port), NUM_CPUS="2", NUM_GPUS="0")
-    started = subprocess.run(["bash", str(CLUSTER / "head.sh")], capture_output=True, text=True, env=env, timeout=300)
+    # the dashboard agent's HTTP port on a free one: its default (52365) may be taken by another Ray on this machine
+    # (a CPU training run beside this test), and then the head takes no jobs
+    agent = f"--dashboard-agent-listen-port={free_port()}"
+    started = subprocess.run(["bash", str(CLUSTER / "head.sh"), agent], capture_output=True, text=True, env=env,
+                             timeout=300)
     assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
     assert f"RAY_ADDRESS=http://127.0.0.1:{dashboard_port}" in started.stdout
     yield f"http://127.0.0.1:{dashboard_port}"
