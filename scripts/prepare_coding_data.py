@@ -26,19 +26,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from gdpo_verl.rewards.coding import parse_tests
-from gdpo_verl.tools.data_files import read_rows
+from gdpo_verl.tools.data_files import BadRow, convert_splits, read_rows, write_splits
 
 SPLITS = ("train", "validation")
 CODING = "coding"
-
-
-class BadRow(ValueError):
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(reason + (f": {detail}" if detail else ""))
-        self.reason = reason
 
 
 def read_local(path: Path) -> dict[str, list[Any]]:
@@ -66,11 +58,12 @@ def read_dataset(name: str) -> dict[str, list[Any]]:
     return {split: list(loaded[split]) for split in SPLITS if split in loaded}
 
 
-def convert_row(row: Any, split: str, index: int) -> dict[str, Any] | None:
+def convert_row(row: Any, split: str, index: int, counts: Counter) -> dict[str, Any] | None:
     """The row in verl's layout; None for a row that is not a coding problem."""
     if not isinstance(row, dict):
         raise BadRow("not a JSON object")
     if row.get("ability") != CODING:
+        counts[f"{split}: left out, not coding"] += 1
         return None
     prompt = row.get("prompt")
     prompt = list(prompt) if prompt is not None and not isinstance(prompt, (str, dict)) else prompt
@@ -85,6 +78,7 @@ def convert_row(row: Any, split: str, index: int) -> dict[str, Any] | None:
         raise BadRow("ground truth the coding reward cannot read", str(exc)) from None
     text = truth if isinstance(truth, str) else json.dumps(truth)
     extra = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
+    counts[f"{split}: {row.get('data_source') or 'code'}"] += 1
     return {
         "data_source": str(row.get("data_source") or "code"),
         "prompt": [{"role": turn["role"], "content": turn["content"]} for turn in prompt],
@@ -93,29 +87,6 @@ def convert_row(row: Any, split: str, index: int) -> dict[str, Any] | None:
         "extra_info": {**extra, "split": split, "index": index, "test_cases": len(cases.inputs),
                        "call_based": cases.fn_name is not None},
     }
-
-
-def convert(splits: dict[str, list[Any]], skip_bad_rows: bool) -> tuple[dict[str, list[dict]], Counter]:
-    written: dict[str, list[dict]] = {}
-    counts: Counter = Counter()
-    for split, rows in splits.items():
-        written[split] = []
-        for number, row in enumerate(rows, start=1):
-            try:
-                converted = convert_row(row, split, len(written[split]))
-            except BadRow as exc:
-                if not skip_bad_rows:
-                    raise ValueError(
-                        f"{split} row {number}: {exc}. Fix the row, or pass --skip-bad-rows to leave such rows out."
-                    ) from None
-                counts[f"{split}: skipped, {exc.reason}"] += 1
-                continue
-            if converted is None:
-                counts[f"{split}: left out, not coding"] += 1
-                continue
-            written[split].append(converted)
-            counts[f"{split}: {converted['data_source']}"] += 1
-    return written, counts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,16 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         splits = read_local(args.eurus.expanduser()) if args.eurus else read_dataset(args.dataset)
-        written, counts = convert(splits, args.skip_bad_rows)
-        args.out.mkdir(parents=True, exist_ok=True)
-        for split, rows in written.items():
-            if not rows:
-                raise ValueError(f"{split}: no coding rows among {len(splits[split])}.")
-            target = args.out / f"{split}.parquet"
-            pd.DataFrame(rows).to_parquet(target)
-            print(f"{split}: {len(rows)} rows written to {target}")
-        for reason, count in sorted(counts.items()):
-            print(f"  {count} {reason}")
+        written, counts = convert_splits(splits, convert_row, args.skip_bad_rows)
+        write_splits(args.out, splits, written, counts, what="coding")
     except ValueError as exc:
         print(f"prepare_coding_data: {exc}", file=sys.stderr)
         return 2

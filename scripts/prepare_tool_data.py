@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from gdpo_verl.tools.data_files import read_rows
+from gdpo_verl.tools.data_files import BadRow, convert_splits, read_rows, write_splits
 from gdpo_verl.rewards.tool_calling import parse_ground_truth
 
 SOURCE_URL = "https://raw.githubusercontent.com/qiancheng0/ToolRL/main/dataset/rlla_4k_raw/rlla_rl.json"
@@ -46,12 +45,6 @@ SPLIT_SEED = 31415  # ToolRL's dataset/rlla_4k_raw/rlla.py
 TEST_FRACTION = 0.02
 DATA_SOURCE = "toolrl"
 TOOL_NAME = re.compile(r"^\d+\. Name: (.+?)\s*$", re.MULTILINE)
-
-
-class BadRow(ValueError):
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(reason + (f": {detail}" if detail else ""))
-        self.reason = reason
 
 
 def read_source(path: Path | None, cache: Path) -> dict[str, list[dict[str, Any]]] | list[dict[str, Any]]:
@@ -136,23 +129,6 @@ def convert_row(row: Any, split: str, index: int, counts: Counter) -> dict[str, 
     }
 
 
-def convert(splits: dict[str, list[Any]], skip_bad_rows: bool) -> tuple[dict[str, list[dict]], Counter]:
-    written: dict[str, list[dict]] = {}
-    counts: Counter = Counter()
-    for split, rows in splits.items():
-        written[split] = []
-        for number, row in enumerate(rows, start=1):
-            try:
-                written[split].append(convert_row(row, split, len(written[split]), counts))
-            except BadRow as exc:
-                if not skip_bad_rows:
-                    raise ValueError(
-                        f"{split} row {number}: {exc}. Fix the row, or pass --skip-bad-rows to leave such rows out."
-                    ) from None
-                counts[f"{split}: skipped, {exc.reason}"] += 1
-    return written, counts
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for train.parquet and test.parquet")
@@ -164,15 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         source = read_source(args.toolrl.expanduser() if args.toolrl else None, args.out)
         splits = source if isinstance(source, dict) else toolrl_split(source)
-        written, counts = convert(splits, args.skip_bad_rows)
-        for split, rows in written.items():
-            if not rows:
-                raise ValueError(f"{split}: no usable rows among {len(splits[split])}.")
-            target = args.out / f"{split}.parquet"
-            pd.DataFrame(rows).to_parquet(target)
-            print(f"{split}: {len(rows)} rows written to {target}")
-        for reason, count in sorted(counts.items()):
-            print(f"  {count} {reason}")
+        written, counts = convert_splits(splits, convert_row, args.skip_bad_rows)
+        write_splits(args.out, splits, written, counts)
     except ValueError as exc:
         print(f"prepare_tool_data: {exc}", file=sys.stderr)
         return 2

@@ -51,13 +51,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gdpo_verl.core.checks import finite_number, whole_number
+from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, answer_part, response_length
 from gdpo_verl.rewards.sandbox import MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox
 
 logger = logging.getLogger("gdpo_verl")
 
-THINK_MODES = ("required", "none")
 OBJECTIVES = (2, 3)
-VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
 LIMIT_OPTIONS = ("wall_s", "cpu_s", "memory_mb", "processes", "file_mb", "output_kb")
 OPTIONS = ("max_length", "objectives", "think", "pass_rate_weight", "length_weight", "no_bug_weight", "sandbox",
            "python", *LIMIT_OPTIONS)
@@ -157,20 +156,15 @@ class CodingReward:
         weights = [finite_number(value, f"{where}.{name}") for name, value in (
             ("pass_rate_weight", pass_rate_weight), ("length_weight", length_weight), ("no_bug_weight", no_bug_weight))]
         limits = Limits(**{name: value for name, value in kwargs.items() if name in LIMIT_OPTIONS})
-        response_length = (extra_info or {}).get("response_length")
-        if not isinstance(response_length, numbers.Integral):
-            raise ValueError(
-                "extra_info['response_length'] is missing: the length reward needs the true token count, which "
-                "verl's own reward managers do not pass. Set reward.reward_manager.name=gdpo_verl."
-            )
+        tokens = response_length(extra_info)
         cases = parse_tests(ground_truth)
         runner = self.sandbox(sandbox, python, limits)
         code = extract_code(solution_str, think)
 
-        result = {"response_length": float(response_length), "test_cases": float(len(cases.inputs)),
+        result = {"response_length": float(tokens), "test_cases": float(len(cases.inputs)),
                   "code_found": float(code is not None)}
         if code is None:
-            return _scored(result, passed=0, clean=False, timeouts=0, short=response_length <= max_length,
+            return _scored(result, passed=0, clean=False, timeouts=0, short=tokens <= max_length,
                            weights=weights, objectives=objectives)
         outcomes = list(self._pool.map(lambda case: _run_case(runner, code, cases, case), range(len(cases.inputs))))
         failed = [outcome for outcome, _, _ in outcomes if outcome.status == UNAVAILABLE]
@@ -183,7 +177,7 @@ class CodingReward:
         passed = sum(matched for _, matched, _ in outcomes)
         clean = all(ran_clean for _, _, ran_clean in outcomes)
         timeouts = sum(outcome.status == TIMEOUT for outcome, _, _ in outcomes)
-        return _scored(result, passed=passed, clean=clean, timeouts=timeouts, short=response_length <= max_length,
+        return _scored(result, passed=passed, clean=clean, timeouts=timeouts, short=tokens <= max_length,
                        weights=weights, objectives=objectives)
 
 
@@ -247,11 +241,8 @@ def _arguments(value: Any, what: str) -> list:
 def extract_code(text: str, think: str = "required") -> str | None:
     """The last fenced Python block of the answer part; None if there is none, if it is blank, or if there is no
     ``</think>`` when it is required."""
-    if think == "required":
-        if "</think>" not in text:
-            return None
-        text = text.rsplit("</think>", 1)[1]
-    blocks = _FENCE.findall(text)
+    answer = answer_part(text, think)
+    blocks = _FENCE.findall(answer) if answer is not None else []
     return blocks[-1] if blocks and blocks[-1].strip() else None
 
 

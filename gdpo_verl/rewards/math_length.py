@@ -46,17 +46,15 @@ from typing import Any
 
 from gdpo_verl.core.checks import boolean, finite_number, whole_number
 from gdpo_verl.rewards.answer_guard import plain_number, refusal
+from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, answer_part, response_length
 from gdpo_verl.rewards.verifier import AnswerChecker, Verdict
 
 logger = logging.getLogger("gdpo_verl")
 
-THINK_MODES = ("required", "none")
 
 # A final answer longer than this is not checked (sympy can take minutes on such input): scored 0, counted.
 MAX_ANSWER_CHARS = 1000
 
-# What verl's reward managers themselves pass besides the reward_kwargs; anything else is a misspelled option.
-VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
 
 # Ground truths that are a float NaN or infinity written as text (pandas and Python write them so): a data error.
 _NOT_A_NUMBER = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
@@ -122,12 +120,7 @@ class MathLengthReward:
         _check_options(max_length, conditioned, think, timeout_s)
         weights = (finite_number(correct_weight, "reward.custom_reward_function.reward_kwargs.correct_weight"),
                    finite_number(length_weight, "reward.custom_reward_function.reward_kwargs.length_weight"))
-        response_length = (extra_info or {}).get("response_length")
-        if not isinstance(response_length, numbers.Integral):
-            raise ValueError(
-                "extra_info['response_length'] is missing: the length reward needs the true token count, which "
-                "verl's own reward managers do not pass. Set reward.reward_manager.name=gdpo_verl."
-            )
+        tokens = response_length(extra_info)
         truth = parse_ground_truth(ground_truth)
         answer = final_answer(solution_str, think)
         self.checker.start()  # the first call waits for the checker processes here, outside timeout_s
@@ -145,14 +138,14 @@ class MathLengthReward:
                 self.failures,
             )
         correct = float(verdict.value is True)
-        short = float(response_length <= max_length)
+        short = float(tokens <= max_length)
         length = short * correct if conditioned else short
         return {
             "score": weights[0] * correct + weights[1] * length,
             "correct": correct,
             "length": length,
             "short": short,
-            "response_length": float(response_length),
+            "response_length": float(tokens),
             "answer_found": float(answer is not None),
             "hedged": float(verdict.hedged),
             "verify_failed": float(verdict.value is None),
@@ -310,11 +303,8 @@ def _balanced(text: str, opening: int) -> tuple[str | None, int]:
 
 def final_answer(text: str, think: str = "required") -> str | None:
     """The content of the last ``\\boxed{}`` in the answer part of ``text``; None if there is none."""
-    if think == "required":
-        if "</think>" not in text:
-            return None
-        text = text.rsplit("</think>", 1)[1]
-    return last_boxed(text)
+    answer = answer_part(text, think)
+    return None if answer is None else last_boxed(answer)
 
 
 def last_boxed(text: str) -> str | None:
