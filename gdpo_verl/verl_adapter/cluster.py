@@ -59,9 +59,6 @@ def node_check_timeout() -> float:
 
 def plugin_on_nodes(timeout_s: float | None = None) -> list[NodeResolution]:
     """What "gdpo" resolves to on every live node of the connected Ray cluster (``ray.init`` done)."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
     if timeout_s is None:
         timeout_s = node_check_timeout()
 
@@ -75,7 +72,16 @@ def plugin_on_nodes(timeout_s: float | None = None) -> list[NodeResolution]:
             return f"error: {type(exc).__name__}: {exc}"
         return f"{fn.__module__}.{fn.__qualname__}"
 
-    probe = ray.remote(num_cpus=0, max_retries=0)(resolve)
+    return _answers_on_nodes(resolve, timeout_s)
+
+
+def _answers_on_nodes(probe_fn, timeout_s: float) -> list[NodeResolution]:
+    """``probe_fn()`` (a string) run once on every live node, as a Ray task pinned there; a node whose task did
+    not answer within ``timeout_s`` gets ``NO_ANSWER``, one whose task died there the error."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    probe = ray.remote(num_cpus=0, max_retries=0)(probe_fn)
     nodes = [node for node in ray.nodes() if node.get("Alive")]
     pending = {
         probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(): node
@@ -93,6 +99,34 @@ def plugin_on_nodes(timeout_s: float | None = None) -> list[NodeResolution]:
             ray.cancel(reference, force=True)
             resolved = f"{NO_ANSWER} {timeout_s:g} s"
         results.append(NodeResolution(node["NodeID"], node.get("NodeManagerAddress", "?"), resolved))
+    return results
+
+
+SANDBOX_OK = "sandbox ok"
+
+
+def require_sandbox_on_every_node(reward_kwargs: dict, timeout_s: float | None = None) -> list[NodeResolution]:
+    """The coding reward's sandbox, with these reward_kwargs, started once on every node (``CodingReward.prepare``);
+    raise RuntimeError naming each node where it cannot run, with that node's problem and its fix; else the nodes."""
+    options = dict(reward_kwargs)
+
+    def probe() -> str:
+        try:
+            from gdpo_verl.rewards.coding import CodingReward
+
+            with CodingReward(workers=1) as coding:
+                coding.prepare(**options)
+        except Exception as exc:  # this probe's answer, shown to the user by the caller
+            return f"error: {type(exc).__name__}: {exc}"
+        return SANDBOX_OK
+
+    results = _answers_on_nodes(probe, node_check_timeout() if timeout_s is None else timeout_s)
+    bad = [result for result in results if result.resolved != SANDBOX_OK]
+    if bad:
+        raise RuntimeError(
+            f"the coding reward's sandbox cannot run on {len(bad)} of {len(results)} Ray nodes, where its reward "
+            f"workers may run: {_listed(bad)}."
+        )
     return results
 
 

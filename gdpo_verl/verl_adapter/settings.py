@@ -312,20 +312,32 @@ def check_dump_dir(dump_dir: str) -> None:
 
 # This package's reward functions whose summed ``score`` takes ``<reward>_weight`` options.
 WEIGHTED_REWARD_FUNCTIONS = ("pkg://gdpo_verl.rewards.math_length", "pkg://gdpo_verl.rewards.tool_calling",
-                             "pkg://gdpo_verl.rewards.coding")
+                             "pkg://gdpo_verl.rewards.coding")  # the last: CODING_REWARD
+
+
+CODING_REWARD = "pkg://gdpo_verl.rewards.coding"
+
+
+def coding_reward_kwargs(config: Any) -> dict | None:
+    """The reward_kwargs of the coding reward when the config trains on it, else None."""
+    reward = _get(config, "reward")
+    function = _get(reward, "custom_reward_function") if reward is not None else None
+    if function is None or _get(function, "path") != CODING_REWARD:
+        return None
+    return dict(_get(function, "reward_kwargs") or {})
 
 
 def _check_coding_sandbox(config: Any) -> None:
     """The coding reward runs programs in a sandbox: on this (the driver's) node, start one before Ray starts, and
-    stop with the node's problem and its fix if it cannot (each reward worker checks its own node when it starts)."""
-    reward = _get(config, "reward")
-    function = _get(reward, "custom_reward_function") if reward is not None else None
-    if function is None or _get(function, "path") != "pkg://gdpo_verl.rewards.coding":
+    stop with the node's problem and its fix if it cannot (every other node is checked once Ray is up, before the
+    TaskRunner starts: trainer_hooks; each reward worker checks its own node again when it starts)."""
+    reward_kwargs = coding_reward_kwargs(config)
+    if reward_kwargs is None:
         return
     from gdpo_verl.rewards.coding import CodingReward
 
     with CodingReward(workers=1) as coding:
-        coding.prepare(**dict(_get(function, "reward_kwargs") or {}))
+        coding.prepare(**reward_kwargs)
 
 
 def _check_score_weights(config: Any, settings: GdpoSettings) -> None:

@@ -34,11 +34,11 @@ from types import ModuleType
 from typing import Any
 
 from gdpo_verl.core.records import RecordWriter
-from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node
+from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node, require_sandbox_on_every_node
 from gdpo_verl.verl_adapter.estimator import Step, current_step, observe, running
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME
-from gdpo_verl.verl_adapter.settings import check_config, observes, settings_from_config
+from gdpo_verl.verl_adapter.settings import check_config, coding_reward_kwargs, observes, settings_from_config
 from gdpo_verl.verl_adapter.transfer_queue import fetch_groups, fetch_step_inputs
 
 # The legacy trainer hands the step's gdpo/ metrics from compute_advantage to compute_data_metrics on the batch.
@@ -85,7 +85,7 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     def run_ppo(config: Any, task_runner_class: Any, *args: Any, **kwargs: Any) -> Any:
         algorithm = config.algorithm
         if algorithm.adv_estimator == ESTIMATOR_NAME or observes(algorithm):
-            task_runner_class = _NodesCheckedFirst(task_runner_class)
+            task_runner_class = _NodesCheckedFirst(task_runner_class, coding_reward_kwargs(config))
         return original(config, task_runner_class, *args, **kwargs)
 
     return run_ppo
@@ -93,23 +93,29 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
 
 class _NodesCheckedFirst:
     """verl's TaskRunner actor class, started only after every Ray node passed ``require_plugin_on_every_node``
-    (``run_ppo`` calls ``.remote()`` or ``.options(...).remote()`` once Ray is up)."""
+    and, when the run trains on the coding reward (``coding_kwargs``: its reward_kwargs), started its sandbox
+    (``require_sandbox_on_every_node``): ``run_ppo`` calls ``.remote()`` or ``.options(...).remote()`` once Ray is
+    up, before any model is loaded."""
 
-    def __init__(self, actor_class: Any) -> None:
+    def __init__(self, actor_class: Any, coding_kwargs: dict | None) -> None:
         self._actor_class = actor_class
+        self._coding_kwargs = coding_kwargs
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
-        _check_nodes()
+        _check_nodes(self._coding_kwargs)
         return self._actor_class.remote(*args, **kwargs)
 
     def options(self, *args: Any, **kwargs: Any) -> Any:
-        _check_nodes()
+        _check_nodes(self._coding_kwargs)
         return self._actor_class.options(*args, **kwargs)
 
 
-def _check_nodes() -> None:
+def _check_nodes(coding_kwargs: dict | None) -> None:
     nodes = require_plugin_on_every_node()
     print(f'gdpo-verl: "gdpo" is gdpo-verl\'s estimator on all {len(nodes)} Ray node(s)', flush=True)
+    if coding_kwargs is not None:
+        require_sandbox_on_every_node(coding_kwargs)
+        print(f"gdpo-verl: the coding reward's sandbox runs on all {len(nodes)} Ray node(s)", flush=True)
 
 
 def _wrap_v1_trainer(module: ModuleType) -> None:

@@ -107,6 +107,16 @@ def test_the_node_check_tells_a_node_that_did_not_answer_from_one_without_the_pl
             cluster.require_plugin_on_every_node()
 
 
+def test_every_node_starts_the_coding_sandbox_or_is_named_with_its_problem_and_fix(ray_cluster):
+    # what main_ppo runs on every node before verl's TaskRunner starts, when the run trains on the coding reward
+    assert [node.resolved for node in cluster.require_sandbox_on_every_node({"wall_s": 5})] == [cluster.SANDBOX_OK]
+    with pytest.raises(RuntimeError) as raised:
+        cluster.require_sandbox_on_every_node({"python": "/no/python"})
+    message = str(raised.value)
+    assert message.startswith("the coding reward's sandbox cannot run on 1 of 1 Ray nodes")
+    assert "SandboxUnavailable: sandbox on node " in message and "the interpreter /no/python is not an executable" in message
+
+
 @pytest.fixture
 def restore_registry():
     yield
