@@ -244,8 +244,10 @@ class Supervisor:
     def what_died(self, dead: list[Part], step: int) -> str:
         """One line naming the parts found dead in one look. Several die between two looks when one death brings
         the run down fast (a killed engine core, then verl's shutdown of its actors), and which died first cannot
-        be told: every one is named (up to MAX_NAMED, then a count)."""
+        be told: every one is named (up to MAX_NAMED, then a count), in the order of their pids (the order in which
+        the supervisor first saw them varies with the machine's load)."""
         when = f"during step {step + 1} of {self.args.steps}" if step else "before the first step"
+        dead = sorted(dead, key=lambda part: part.pid)
         named = [f"{part.title} (pid {part.pid}, {part.description})" for part in dead[:MAX_NAMED]]
         if len(dead) > MAX_NAMED:
             named.append(f"{len(dead) - MAX_NAMED} more part(s)")

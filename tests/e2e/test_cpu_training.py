@@ -224,16 +224,20 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
     # verl's V1 trainer (its default) and the legacy one (RayPPOTrainer.fit): both number the records by their
     # own global step, so both must resume the same way
     every_step = ["trainer.save_freq=1", f"trainer.use_v1={trainer == 'v1'}"]
+    # the run to be killed updates the actor one sample at a time, twice over: the window between step 3's record
+    # and its checkpoint grows from about 0.3 s to about 2 s (measured idle; longer on a busy machine), which the
+    # test's 0.1 s polling hits on a busy machine too (it missed the 0.3 s window once in five full runs)
+    slow_update = ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", "actor_rollout_ref.actor.ppo_epochs=2")
     if trainer == "v1":
         # 1. two steps, a checkpoint after each: the main job's run (the run fixture), copied
         shutil.copytree(request.getfixturevalue("run")[0], tmp_path, dirs_exist_ok=True)
         assert latest_checkpoint(tmp_path) == 2
         # 2. the same run on to step 4: it resumes at step 3 (a resumed run recorded step 3 first: it did not
         # start again at step 1), and its driver is killed in step 3
-        kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step, resume=True), tmp_path)
+        kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step, *slow_update, resume=True), tmp_path)
     else:
         # 1-2. on the legacy trainer, a fresh run of four steps, its driver killed in step 3
-        kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step), tmp_path)
+        kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step, *slow_update), tmp_path)
 
     # 3. started again with the same settings: from the step-2 checkpoint, steps 3 and 4
     stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True), "the run resumed after the kill")
