@@ -6,8 +6,10 @@ reasons when it did not.
 What a run must show:
 - every step reached verl's logger (``metrics.jsonl``), each with this plugin's ``gdpo/`` metrics, once (a
   resumed run must not log or record a step twice);
-- this plugin's estimator wrote one record per step (``gdpo/gdpo_steps.jsonl``) with advantages that are not
-  all zero, and verl trained on exactly those (``critic/advantages/max`` and ``/min`` equal the records');
+- this plugin's estimator wrote one record per step (``gdpo/gdpo_steps.jsonl``), and verl trained on exactly
+  those advantages (``critic/advantages/max`` and ``/min`` equal the records'); they are not all zero at every
+  step (a step where they are, because every group's rewards are equal, is named in the summary: a policy that
+  settled on one answer gives such steps, as under GRPO);
 - vLLM generated with the actor's current weights at every step (``training/rollout_probs_diff_max`` small:
   vLLM starts from random "dummy" weights and only verl's weight sync makes the two agree);
 - the checkpoint's weights differ from the initial model's, in every tensor.
@@ -87,7 +89,7 @@ def weight_changes(out: Path, step: int) -> dict[str, float]:
 def check(out: Path, steps: int) -> tuple[list[str], list[str]]:
     """(summary lines, problems); no problems means the run trained with GDPO."""
     metrics, records = step_metrics(out), step_records(out)
-    lines, problems = [], []
+    lines, problems, checked, still = [], [], [], []
     for what, entries in (("verl's metrics", logged_lines(out)), ("the records", read_jsonl(out / "gdpo" / RECORD_FILE))):
         counts = Counter(entry["step"] for entry in entries)
         problems += [f"step {step}: {count} lines in {what} (a resumed run wrote it again)"
@@ -105,9 +107,12 @@ def check(out: Path, steps: int) -> tuple[list[str], list[str]]:
             problems.append(f"step {step}: no per-step record in {out / 'gdpo'}")
             continue
         advantages = record["advantage"]
+        checked.append(step)
         trained_on = (data["critic/advantages/min"], data["critic/advantages/max"])
         if not any(advantages):
-            problems.append(f"step {step}: every GDPO advantage is 0, so there was nothing to learn")
+            # every group's rewards equal (a policy that gives one answer everywhere): a legitimate step, as in
+            # GRPO; a run where this holds at every step trained on nothing, which is a problem (below)
+            still.append(step)
         recorded = (min(advantages), max(advantages))
         if not all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5) for a, b in zip(trained_on, recorded)):
             problems.append(
@@ -127,6 +132,11 @@ def check(out: Path, steps: int) -> tuple[list[str], list[str]]:
             f"{max(advantages):+.3f}]  rollout/actor probs diff {probs_diff:.4f}  "
             f"{data['timing_s/step']:.1f} s"
         )
+    if still:
+        if still == checked:
+            problems.append(f"steps {still}: every GDPO advantage is 0 at every step, so there was nothing to learn")
+        else:
+            lines.append(f"steps {still}: every GDPO advantage is 0 (every group's rewards equal): nothing to learn there")
     changes = weight_changes(out, steps)
     if not changes:
         problems.append(f"no checkpoint for step {steps} under {out / 'checkpoints'}")

@@ -64,6 +64,24 @@ def test_each_failure_is_named(tmp_path, spoil, problem):
     assert check_run.main([str(tmp_path), "--steps", "1"]) == 1
 
 
+def test_a_step_with_every_advantage_zero_is_named_but_fails_a_run_only_when_every_step_has_them(tmp_path):
+    # a policy that gives one answer to every prompt makes every group's rewards equal: a legitimate step (the
+    # resumed run in test_cpu_training reached one at step 4); a run with nothing to learn at any step is not
+    write_run(tmp_path)
+    step_2 = json.loads((tmp_path / "metrics.jsonl").read_text())
+    step_2["step"] = 2
+    step_2["data"].update({"critic/advantages/min": 0.0, "critic/advantages/max": 0.0})
+    with open(tmp_path / "metrics.jsonl", "a") as metrics:
+        metrics.write(json.dumps(step_2) + "\n")
+    with open(tmp_path / "gdpo" / "gdpo_steps.jsonl", "a") as records:
+        records.write(json.dumps({"step": 2, "advantage": [0.0] * 4}) + "\n")
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "global_step_1").rename(checkpoints / "global_step_2")
+    lines, problems = check_run.check(tmp_path, 2)
+    assert problems == []
+    assert "steps [2]: every GDPO advantage is 0 (every group's rewards equal): nothing to learn there" in lines
+
+
 def test_a_run_without_the_plugin_metrics_or_steps_fails(tmp_path):
     write_run(tmp_path)
     metrics = json.loads((tmp_path / "metrics.jsonl").read_text())
