@@ -53,6 +53,7 @@ from typing import Any
 from gdpo_verl.core.checks import finite_number, whole_number
 from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, answer_part, response_length
 from gdpo_verl.rewards.sandbox import MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox
+from gdpo_verl.rewards.sandbox_fusion import FUSION, SETTINGS, FusionSandbox, FusionSettings
 
 logger = logging.getLogger("gdpo_verl")
 
@@ -60,6 +61,10 @@ OBJECTIVES = (2, 3)
 LIMIT_OPTIONS = ("wall_s", "cpu_s", "memory_mb", "processes", "file_mb", "output_kb")
 OPTIONS = ("max_length", "objectives", "think", "pass_rate_weight", "length_weight", "no_bug_weight", "sandbox",
            "python", *LIMIT_OPTIONS)
+SANDBOXES = (*MODES, FUSION)
+# Limits a Sandbox Fusion request has no field for (memory is verl's reward.sandbox_fusion.memory_limit_mb there).
+NOT_REMOTE = ("cpu_s", "memory_mb", "processes", "file_mb", "python")
+WHERE = "reward.custom_reward_function.reward_kwargs"
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
@@ -84,19 +89,20 @@ print(_marker + json.dumps(_result))
 
 
 class CodingReward:
-    """``compute_score`` with its own sandboxes (one per sandbox mode and limits asked for) and its own count of
-    answers it could not check. The "gdpo_verl" reward manager makes one for itself (``compute_score.reward_class``).
+    """``compute_score`` with its own sandboxes (one per sandbox mode and limits asked for, each with a pool of
+    threads as wide as it runs programs at once) and its own count of answers it could not check. The "gdpo_verl"
+    reward manager makes one for itself (``compute_score.reward_class``).
 
     Args:
-        workers: test cases run at once (each in its own sandbox); default: the cores this process may use.
+        workers: test cases run at once in a local sandbox (each in its own); default: the cores this process
+            may use. A Sandbox Fusion server takes ``reward.sandbox_fusion.max_concurrent`` at once.
     """
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers or len(os.sched_getaffinity(0))
         self.failures = 0
-        self._sandboxes: dict[tuple, Sandbox] = {}
+        self._sandboxes: dict[tuple, tuple[Sandbox | FusionSandbox, ThreadPoolExecutor]] = {}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="gdpo-coding")
 
     def __enter__(self) -> CodingReward:
         return self
@@ -105,22 +111,53 @@ class CodingReward:
         self.close()
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        with self._lock:
+            pools = [pool for _, pool in self._sandboxes.values()]
+        for pool in pools:
+            pool.shutdown(wait=True)
 
-    def prepare(self, sandbox: str = "local", python: str | None = None, **options: Any) -> None:
+    def prepare(self, sandbox: str = "local", python: str | None = None, sandbox_fusion: Any = None,
+                **options: Any) -> None:
         """Make and check the sandbox that calls with these reward_kwargs will use (the "gdpo_verl" reward manager
         does it when it starts, before any program runs); raises ``SandboxUnavailable`` naming the problem."""
-        self.sandbox(sandbox, python, Limits(**{name: options[name] for name in LIMIT_OPTIONS if name in options}))
+        limits = Limits(**{name: options[name] for name in LIMIT_OPTIONS if name in options})
+        self.sandbox(sandbox, python, limits, sandbox_fusion, given=set(options) | ({"python"} if python else set()))
 
-    def sandbox(self, mode: str = "local", python: str | None = None, limits: Limits | None = None) -> Sandbox:
-        """The sandbox of these settings, made and checked (``Sandbox.check``) on first use."""
+    def sandbox(self, mode: str = "local", python: str | None = None, limits: Limits | None = None,
+                sandbox_fusion: Any = None, given: set[str] = frozenset()) -> Sandbox | FusionSandbox:
+        """The sandbox of these settings, made and checked (``check``) on first use. ``sandbox_fusion``: verl's
+        ``reward.sandbox_fusion`` settings, for ``mode="fusion"`` only; ``given``: the options set explicitly (in
+        that mode, a limit Sandbox Fusion cannot apply is refused, not ignored)."""
+        return self._sandbox(mode, python, limits, sandbox_fusion, given)[0]
+
+    def _sandbox(self, mode: str, python: str | None, limits: Limits | None, sandbox_fusion: Any,
+                 given: set[str]) -> tuple[Sandbox | FusionSandbox, ThreadPoolExecutor]:
+        if mode not in SANDBOXES:
+            raise ValueError(f"{WHERE}.sandbox must be one of {SANDBOXES} ('none': limits without isolation, for "
+                             f"trusted machines only; 'fusion': a Sandbox Fusion server at {SETTINGS}.url); got "
+                             f"{mode!r}.")
+        fusion = None
+        if mode == FUSION:
+            if sandbox_fusion is None:
+                raise ValueError(f"{WHERE}.sandbox=fusion runs programs on the Sandbox Fusion server at verl's "
+                                 f"{SETTINGS}.url, which is not set; set it (and {SETTINGS}.max_concurrent, "
+                                 f".memory_limit_mb as needed).")
+            unsupported = sorted(set(given) & set(NOT_REMOTE))
+            if unsupported:
+                raise ValueError(f"{WHERE} {unsupported}: a Sandbox Fusion server cannot apply these (its run_code "
+                                 f"request takes a run timeout, wall_s, and memory, {SETTINGS}.memory_limit_mb); "
+                                 "drop them, or use sandbox=local.")
+            fusion = FusionSettings.from_mapping(sandbox_fusion)
+        elif sandbox_fusion is not None:
+            raise ValueError(f"{SETTINGS}.url is set but {WHERE}.sandbox is {mode!r}: programs would not run there. "
+                             f"Set {WHERE}.sandbox=fusion to use the server, or unset {SETTINGS}.url.")
         limits = limits or Limits()
-        key = (mode, python, limits)
+        key = (mode, python, limits, fusion)
         with self._lock:
             if key not in self._sandboxes:
-                sandbox = Sandbox(mode, limits, python, slots=self.workers)
-                sandbox.check()
-                self._sandboxes[key] = sandbox
+                runner = FusionSandbox(fusion, limits) if fusion else Sandbox(mode, limits, python, slots=self.workers)
+                runner.check()
+                self._sandboxes[key] = (runner, ThreadPoolExecutor(runner.slots, thread_name_prefix="gdpo-coding"))
             return self._sandboxes[key]
 
     def __call__(
@@ -137,11 +174,14 @@ class CodingReward:
         no_bug_weight: float = 1.0,
         sandbox: str = "local",
         python: str | None = None,
+        sandbox_fusion: Any = None,
         **kwargs: Any,
     ) -> dict[str, float]:
         """Score one response; see the module docstring for the keys and ``Limits`` for ``wall_s``, ``cpu_s``,
-        ``memory_mb``, ``processes``, ``file_mb`` and ``output_kb`` (per test case run)."""
-        where = "reward.custom_reward_function.reward_kwargs"
+        ``memory_mb``, ``processes``, ``file_mb`` and ``output_kb`` (per test case run). ``sandbox_fusion``: verl's
+        ``reward.sandbox_fusion`` settings (url, max_concurrent, memory_limit_mb) for ``sandbox="fusion"``; the
+        "gdpo_verl" reward manager passes them from the config."""
+        where = WHERE
         unknown = sorted(set(kwargs) - set(VERL_KWARGS) - set(LIMIT_OPTIONS))
         if unknown:
             raise ValueError(f"unknown {where} {unknown}; the options are {', '.join(OPTIONS)}.")
@@ -150,15 +190,13 @@ class CodingReward:
             raise ValueError(f"{where}.objectives must be 2 (pass + length) or 3 (+ bug); got {objectives!r}.")
         if think not in THINK_MODES:
             raise ValueError(f"{where}.think must be one of {THINK_MODES}; got {think!r}.")
-        if sandbox not in MODES:
-            raise ValueError(f"{where}.sandbox must be one of {MODES} ('none': limits without isolation, for "
-                             f"trusted machines only); got {sandbox!r}.")
         weights = [finite_number(value, f"{where}.{name}") for name, value in (
             ("pass_rate_weight", pass_rate_weight), ("length_weight", length_weight), ("no_bug_weight", no_bug_weight))]
         limits = Limits(**{name: value for name, value in kwargs.items() if name in LIMIT_OPTIONS})
         tokens = response_length(extra_info)
         cases = parse_tests(ground_truth)
-        runner = self.sandbox(sandbox, python, limits)
+        runner, pool = self._sandbox(sandbox, python, limits, sandbox_fusion,
+                                     set(kwargs) | ({"python"} if python else set()))
         code = extract_code(solution_str, think)
 
         result = {"response_length": float(tokens), "test_cases": float(len(cases.inputs)),
@@ -166,7 +204,7 @@ class CodingReward:
         if code is None:
             return _scored(result, passed=0, clean=False, timeouts=0, short=tokens <= max_length,
                            weights=weights, objectives=objectives)
-        outcomes = list(self._pool.map(lambda case: _run_case(runner, code, cases, case), range(len(cases.inputs))))
+        outcomes = list(pool.map(lambda case: _run_case(runner, code, cases, case), range(len(cases.inputs))))
         failed = [outcome for outcome, _, _ in outcomes if outcome.status == UNAVAILABLE]
         if failed:
             self.failures += 1

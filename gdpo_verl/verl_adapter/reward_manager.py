@@ -18,7 +18,9 @@ sample and stores every key of a returned dict in ``reward_extra_info``), and ad
 - a reward that keeps state (the math reward's checker processes, the coding reward's sandboxes: their
   ``compute_score.reward_class``) gets an instance of its own, made here and owned by this manager for its
   lifetime; one with a ``prepare`` method gets it called with the reward_kwargs at once, so that the coding
-  reward checks its sandbox on this node before the first program runs.
+  reward checks its sandbox on this node before the first program runs. The coding reward's kwargs gain verl's
+  ``reward.sandbox_fusion`` settings when it runs programs there (``sandbox=fusion``): verl hands those only to
+  its own scorers.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManage
 
 from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX, find_reward
-from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY, reward_timeout
+from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY, coding_reward_kwargs, reward_timeout
 
 
 def reward_signature(components: Sequence[float]) -> float:
@@ -74,7 +76,9 @@ class GdpoRewardManager(NaiveRewardManager):
     """verl's naive reward manager plus the true response length and the GDPO signature."""
 
     def __init__(self, config, tokenizer, compute_score, reward_router_address=None, reward_model_tokenizer=None):
-        compute_score = owned_reward(compute_score)
+        coding = coding_reward_kwargs(config) or {}
+        compute_score = owned_reward(compute_score, {"sandbox_fusion": coding["sandbox_fusion"]}
+                                     if "sandbox_fusion" in coding else None)
         super().__init__(config, tokenizer, compute_score, reward_router_address, reward_model_tokenizer)
         keys = config.algorithm.get("gdpo_reward_keys", None)
         self.signature_keys = tuple(keys) if keys else ()
@@ -107,18 +111,19 @@ class GdpoRewardManager(NaiveRewardManager):
         return result
 
 
-def owned_reward(compute_score: Any) -> Any:
+def owned_reward(compute_score: Any, added_kwargs: Mapping[str, Any] | None = None) -> Any:
     """verl's wrapped ``compute_score`` (``partial(_call_with_kwargs, raw_fn, reward_kwargs)``) with, when the wrapped
     function names a ``reward_class`` (gdpo-verl's math reward: its checker processes; the coding reward: its
-    sandboxes), a fresh instance of that class in its place, prepared for the reward_kwargs when it has a
-    ``prepare``: the instance, and the state it keeps, belong to this manager. Any other function is returned
-    unchanged."""
+    sandboxes), a fresh instance of that class in its place, prepared for the reward_kwargs (and ``added_kwargs``,
+    which every call gets too) when it has a ``prepare``: the instance, and the state it keeps, belong to this
+    manager. Any other function is returned unchanged."""
     if not (isinstance(compute_score, partial) and compute_score.func in (_call_with_kwargs, _call_with_kwargs_async)):
         return compute_score
     raw_fn, reward_kwargs, *rest = compute_score.args
     reward_class = getattr(raw_fn, "reward_class", None)
     if reward_class is None:
         return compute_score
+    reward_kwargs = {**reward_kwargs, **(added_kwargs or {})}
     reward = reward_class()
     prepare = getattr(reward, "prepare", None)
     if prepare is not None:

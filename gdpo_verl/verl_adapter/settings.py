@@ -319,12 +319,24 @@ CODING_REWARD = "pkg://gdpo_verl.rewards.coding"
 
 
 def coding_reward_kwargs(config: Any) -> dict | None:
-    """The reward_kwargs of the coding reward when the config trains on it, else None."""
+    """The reward_kwargs of the coding reward when the config trains on it, else None. With ``sandbox=fusion`` they
+    carry verl's ``reward.sandbox_fusion`` settings as ``sandbox_fusion`` (verl itself passes those only to its own
+    scorers): what the sandbox checks and the "gdpo_verl" reward manager give the reward. A url set while the reward
+    runs programs elsewhere is refused (``CodingReward.sandbox``), not ignored."""
     reward = _get(config, "reward")
     function = _get(reward, "custom_reward_function") if reward is not None else None
     if function is None or _get(function, "path") != CODING_REWARD:
         return None
-    return dict(_get(function, "reward_kwargs") or {})
+    reward_kwargs = dict(_get(function, "reward_kwargs") or {})
+    if "sandbox_fusion" in reward_kwargs:
+        raise ValueError("reward.custom_reward_function.reward_kwargs.sandbox_fusion: Sandbox Fusion's address and "
+                         "limits are verl's own settings; set reward.sandbox_fusion.url (.max_concurrent, "
+                         ".memory_limit_mb) instead.")
+    fusion = _get(reward, "sandbox_fusion")
+    if fusion is not None and _get(fusion, "url"):
+        reward_kwargs["sandbox_fusion"] = {name: _get(fusion, name) for name in ("url", "max_concurrent",
+                                                                                 "memory_limit_mb")}
+    return reward_kwargs
 
 
 def _check_coding_sandbox(config: Any) -> None:

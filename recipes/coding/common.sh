@@ -22,10 +22,12 @@ knob MAX_LENGTH "4000"                  # the length budget l, in tokens (the le
 knob PASS_WEIGHT "1.0"
 knob LENGTH_WEIGHT "1.0"
 knob BUG_WEIGHT "1.0"                   # used with OBJECTIVES=3
-knob SANDBOX "local"                    # local (bubblewrap) | none (limits only: trusted machines)
+knob SANDBOX "local"                    # local (bubblewrap) | fusion (a Sandbox Fusion server) | none (limits only: trusted machines)
 knob WALL_S "10"                        # one test case's run: wall clock, CPU seconds, memory
-knob CPU_S "5"
+knob CPU_S "5"                          # (not with SANDBOX=fusion: its requests carry no CPU limit)
 knob MEMORY_MB "1024"
+knob SANDBOX_FUSION_URL ""              # SANDBOX=fusion: the server's run_code endpoint, e.g. http://host:8080/run_code
+knob SANDBOX_FUSION_CONCURRENT "64"     # SANDBOX=fusion: requests at once, per reward worker
 knob FILTER_GROUPS "True"               # DAPO dynamic sampling on the summed score
 knob FILTER_METRIC "score"
 knob BATCH_NORM "token"
@@ -85,13 +87,24 @@ coding_overrides() {
         "+reward.custom_reward_function.reward_kwargs.max_length=${MAX_LENGTH}"
         "+reward.custom_reward_function.reward_kwargs.sandbox=${SANDBOX}"
         "+reward.custom_reward_function.reward_kwargs.wall_s=${WALL_S}"
-        "+reward.custom_reward_function.reward_kwargs.cpu_s=${CPU_S}"
-        "+reward.custom_reward_function.reward_kwargs.memory_mb=${MEMORY_MB}"
         # the same weights in the summed score, which GRPO and dynamic sampling use: one weighted objective
         "+reward.custom_reward_function.reward_kwargs.pass_rate_weight=${PASS_WEIGHT}"
         "+reward.custom_reward_function.reward_kwargs.length_weight=${LENGTH_WEIGHT}"
         "+reward.custom_reward_function.reward_kwargs.no_bug_weight=${BUG_WEIGHT}"
         "trainer.total_training_steps=${TOTAL_STEPS}"
     )
+    if [ "$SANDBOX" = fusion ]; then
+        # verl's own settings for the server; the memory limit travels in each request
+        CODING+=(
+            "reward.sandbox_fusion.url=${SANDBOX_FUSION_URL:-null}"
+            "reward.sandbox_fusion.max_concurrent=${SANDBOX_FUSION_CONCURRENT}"
+            "reward.sandbox_fusion.memory_limit_mb=${MEMORY_MB}"
+        )
+    else
+        CODING+=(
+            "+reward.custom_reward_function.reward_kwargs.cpu_s=${CPU_S}"
+            "+reward.custom_reward_function.reward_kwargs.memory_mb=${MEMORY_MB}"
+        )
+    fi
 }
 coding_overrides

@@ -126,6 +126,19 @@ def test_coding_recipes_carry_the_papers_setup_with_two_or_three_objectives(reci
     assert config.trainer.experiment_name == recipe.stem
 
 
+def test_a_coding_recipe_runs_its_programs_on_sandbox_fusion_through_verls_own_settings():
+    recipe = ROOT / "coding" / "r1_7b_gdpo_3obj.sh"
+    (local,) = configs(default_run(recipe).stdout)
+    assert local.reward.sandbox_fusion.url is None
+    assert (local.reward.custom_reward_function.reward_kwargs.cpu_s, local.reward.custom_reward_function.reward_kwargs.memory_mb) == (5, 1024)
+    (remote,) = configs(dry_run(recipe, SANDBOX="fusion", SANDBOX_FUSION_URL="http://sandbox:8080/run_code",
+                                    MEMORY_MB="2048").stdout)
+    fusion = remote.reward.sandbox_fusion
+    assert (fusion.url, fusion.max_concurrent, fusion.memory_limit_mb) == ("http://sandbox:8080/run_code", 64, 2048)
+    kwargs = remote.reward.custom_reward_function.reward_kwargs
+    assert kwargs.sandbox == "fusion" and kwargs.wall_s == 10 and "cpu_s" not in kwargs and "memory_mb" not in kwargs
+
+
 def test_coding_recipes_cover_both_estimators_and_both_objective_sets():
     assert {path.stem for path in CODING} == {f"r1_7b_{e}_{k}obj" for e in ("grpo", "gdpo") for k in (2, 3)}
 

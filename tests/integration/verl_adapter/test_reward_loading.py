@@ -82,3 +82,31 @@ def test_the_coding_reward_runs_through_verl_and_each_manager_checks_its_sandbox
     # a node whose sandbox cannot run: the manager does not start, with the node's problem named
     with pytest.raises(SandboxUnavailable, match="sandbox on node .*: the interpreter /no/python is not an executable"):
         GdpoRewardManager(config, None, load("coding", python="/no/python"))
+
+
+def test_the_reward_manager_gives_the_coding_reward_verls_sandbox_fusion_settings():
+    # verl passes reward.sandbox_fusion only to its own scorers; the manager hands it to the coding reward, which
+    # then runs every test case on that server
+    from tests.fusion_server import FusionServer
+    from gdpo_verl.verl_adapter.reward_manager import GdpoRewardManager
+
+    with FusionServer() as server:
+        loaded = load("coding", max_length=50, objectives=2, wall_s=5, sandbox="fusion")
+        config = OmegaConf.create({"algorithm": {}, "reward": {
+            "custom_reward_function": {"path": "pkg://gdpo_verl.rewards.coding",
+                                       "reward_kwargs": {"max_length": 50, "objectives": 2, "wall_s": 5,
+                                                         "sandbox": "fusion"}},
+            "sandbox_fusion": {"url": server.url, "max_concurrent": 2, "memory_limit_mb": 768}}})
+        manager = GdpoRewardManager(config, None, loaded)
+        reward = manager.compute_score.args[0]
+        try:
+            result = manager.compute_score(
+                data_source="apps", solution_str="</think>```python\nprint(int(input()) + 1)\n```",
+                ground_truth='{"inputs": ["1", "2"], "outputs": ["2", "4"]}', extra_info={"response_length": 9})
+        finally:
+            reward.close()
+    assert (result["pass_rate"], result["no_bug"], result["verify_failed"]) == (0.5, 1.0, 0.0)
+    # the start-up check, then one request per test case, each with verl's memory limit
+    assert server.requests[0]["code"] == "print(1)"
+    assert sorted(request["stdin"] for request in server.requests[1:]) == ["1", "2"]
+    assert {request["memory_limit_MB"] for request in server.requests} == {768}

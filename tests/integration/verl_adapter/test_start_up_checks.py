@@ -63,6 +63,28 @@ def test_a_coding_reward_whose_sandbox_cannot_run_on_this_node_stops_before_ray_
     assert check_config(packaged(*coding)).reward_keys == ("pass_rate", "no_bug")  # a sandbox that runs: accepted
 
 
+def test_a_coding_reward_on_sandbox_fusion_is_checked_against_verls_sandbox_fusion_settings():
+    # verl's reward.sandbox_fusion holds the server's address; the coding reward runs there only with sandbox=fusion
+    from gdpo_verl.rewards.sandbox import SandboxUnavailable
+    from tests.fusion_server import FusionServer
+
+    coding = ["algorithm.gdpo_reward_keys=[pass_rate,no_bug]",
+              "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.coding"]
+    fusion = "+reward.custom_reward_function.reward_kwargs.sandbox=fusion"
+    with FusionServer() as server:
+        url = f"reward.sandbox_fusion.url={server.url}"
+        assert check_config(packaged(*coding, fusion, url)).reward_keys == ("pass_rate", "no_bug")
+        assert server.requests and server.requests[-1]["code"] == "print(1)"  # the driver's node asked the server
+        with pytest.raises(ValueError, match="reward.sandbox_fusion.url is set but .*sandbox is 'local'"):
+            check_config(packaged(*coding, url))
+        with pytest.raises(ValueError, match="reward_kwargs.sandbox_fusion: .* set reward.sandbox_fusion.url"):
+            check_config(packaged(*coding, fusion, url, f"+reward.custom_reward_function.reward_kwargs.sandbox_fusion.url={server.url}"))
+    with pytest.raises(ValueError, match="reward.sandbox_fusion.url, which is not set"):
+        check_config(packaged(*coding, fusion))
+    with pytest.raises(SandboxUnavailable, match=f"Sandbox Fusion at {server.url} did not run a test program"):
+        check_config(packaged(*coding, fusion, url))  # the server is gone: training does not start
+
+
 def test_a_valid_gdpo_config_passes_the_check():
     settings = check_config(packaged("algorithm.gdpo_reward_weights=[1.0,0.5]", "algorithm.filter_groups.enable=true"))
     assert settings.weights == {"correct": 1.0, "length": 0.5}
