@@ -7,7 +7,9 @@ reward manager (it passes the response's token count as ``extra_info["response_l
 The program is the last fenced Python block (```` ```python ... ``` ````) of the answer part of the response (after
 ``</think>`` for reasoning models). It runs once per test case, each run in a sandbox of its own
 (``gdpo_verl/rewards/sandbox.py``: bubblewrap, no network, a read-only system, limits on CPU, memory, processes,
-file size, output and wall clock). Every test case counts: none is skipped.
+file size, output and wall clock), or with ``sandbox=fusion`` on the Sandbox Fusion server of verl's
+``reward.sandbox_fusion`` settings (``gdpo_verl/rewards/sandbox_fusion.py``), scored the same way. Every test case
+counts: none is skipped.
 
 The ground truth is the Eurus-2-RL-Data / PRIME JSON test format (a str, or the parsed dict): ``{"inputs": [...],
 "outputs": [...]}`` runs the program with each input as its stdin and compares its stdout with the output;

@@ -1,6 +1,7 @@
-"""Evaluation of the math length-constrained experiments: generate with vLLM, score, tabulate like Table 3.
+"""Evaluation of the paper's experiments: generate with vLLM, score with the training rewards, tabulate like its
+tables (math: Table 3; tool calling: the held-out split; coding: Table 5, below).
 
-Scoring uses the training reward's own correctness check (``gdpo_verl.rewards.math_length``): the last
+Math scoring uses the training reward's own correctness check (``gdpo_verl.rewards.math_length``): the last
 ``\\boxed{}`` after the reasoning, checked with math-verify. Per benchmark it reports pass@1 averaged over
 the samples of each question (then over questions) and Exceed, the percentage of responses longer than
 the length budget (4000 tokens).
@@ -171,3 +172,100 @@ def tool_markdown_table(columns: Mapping[str, Mapping[str, float]]) -> str:
         lines.append(f"| {title} | " + " | ".join(style.format(columns[label][key]) for label in labels) + " |")
     responses = ", ".join(f"{label}: {int(columns[label]['responses'])}" for label in labels)
     return "\n".join(lines) + f"\n\nresponses scored ({responses}); the training rewards of gdpo_verl.rewards.tool_calling\n"
+
+
+# --------------------------------------------------------------------------- coding
+
+# Table 5 layout: data_source -> row label, in the paper's order.
+CODING_BENCHMARKS = {"apps": "Apps", "codecontests": "CodeContests", "codeforces": "Codeforces", "taco": "Taco"}
+# The numbers of one cell, in this order.
+CODING_METRICS = ("pass", "exceed", "bug")
+
+
+def score_coding_generations(records: Iterable[Mapping[str, Any]], *, max_length: int = 4000, think: str = "required",
+                             **reward_options: Any) -> dict[str, dict[str, float]]:
+    """benchmark -> {questions, responses, judged, pass, test_pass_rate, exceed, bug, no_code, verify_failed}.
+
+    Scoring runs each response's program on every test case with the training reward
+    (``gdpo_verl.rewards.coding.CodingReward``; ``reward_options``: its ``sandbox``, ``sandbox_fusion``, ``python``
+    and limits). Per benchmark, over the responses the checker judged (``verify_failed`` ones are counted apart, never
+    scored): ``pass``, the % whose program passed every test case (pass@1 over the samples); ``test_pass_rate``, the
+    mean % of test cases passed; ``bug``, the % that were not clean (the bug reward's 0: a program that does not parse,
+    raises, crashes or runs past a limit on some test case, or no program at all; ``no_code`` gives the share of the
+    last); and over every response, ``exceed``, the % longer than ``max_length`` tokens.
+    """
+    from gdpo_verl.rewards.coding import CodingReward
+
+    results: dict[str, list[tuple[dict[str, float], int]]] = {}
+    questions: dict[str, int] = {}
+    with CodingReward() as reward:
+        for record in records:
+            benchmark = record["benchmark"]
+            questions[benchmark] = questions.get(benchmark, 0) + 1
+            for response in record["responses"]:
+                result = reward(benchmark, response["text"], record["ground_truth"],
+                                {"response_length": response["tokens"]}, max_length=max_length, think=think,
+                                **reward_options)
+                results.setdefault(benchmark, []).append((result, response["tokens"]))
+    summary = {}
+    for benchmark, scored in results.items():
+        judged = [result for result, _ in scored if not result["verify_failed"]]
+        share = (lambda count: 100.0 * count / len(judged)) if judged else (lambda count: float("nan"))
+        summary[benchmark] = {
+            "questions": questions[benchmark],
+            "responses": len(scored),
+            "judged": len(judged),
+            "pass": share(sum(result["pass_rate"] == 1.0 for result in judged)),
+            "test_pass_rate": share(sum(result["pass_rate"] for result in judged)),
+            "exceed": 100.0 * sum(tokens > max_length for _, tokens in scored) / len(scored),
+            "bug": share(sum(result["no_bug"] == 0.0 for result in judged)),
+            "no_code": share(sum(result["code_found"] == 0.0 for result in judged)),
+            "verify_failed": len(scored) - len(judged),
+        }
+    return summary
+
+
+def read_paper_columns(path: Path) -> dict[str, dict[str, list[float]]]:
+    """A JSON file of published numbers to show beside ours: {column: {benchmark: [pass, exceed, bug]}}."""
+    try:
+        columns = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"--paper {path}: {error}") from None
+    example = '{"GDPO 3-obj (paper)": {"apps": [pass, exceed, bug], "taco": [...]}}'
+    if not isinstance(columns, dict) or not columns:
+        raise ValueError(f"--paper {path}: expected a JSON object of columns, like {example}.")
+    for column, rows in columns.items():
+        if not isinstance(rows, dict) or not all(
+            isinstance(row, list) and len(row) == 3 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                            for x in row) for row in rows.values()):
+            raise ValueError(f"--paper {path}: column {column!r} must map benchmarks to [pass, exceed, bug] "
+                             f"numbers, like {example}.")
+    return columns
+
+
+def coding_markdown_table(columns: Mapping[str, Mapping[str, Mapping[str, float]]],
+                          paper: Mapping[str, Mapping[str, Sequence[float]]] | None = None) -> str:
+    """Table 5 layout: one row per benchmark, one column per run (label -> ``score_coding_generations`` result),
+    each cell pass / exceed / bug (%); published columns (``read_paper_columns``) after ours."""
+    paper = paper or {}
+    labels, published = list(columns), list(paper)
+    benchmarks = {benchmark for summary in columns.values() for benchmark in summary}
+    ordered = [b for b in CODING_BENCHMARKS if b in benchmarks] + sorted(benchmarks - set(CODING_BENCHMARKS))
+    lines = ["| | " + " | ".join(labels + published) + " |", "|---|" + "---|" * (len(labels) + len(published))]
+    for benchmark in ordered:
+        cells = []
+        for label in labels:
+            row = columns[label].get(benchmark)
+            cells.append(" / ".join(f"{row[key]:.1f}" for key in CODING_METRICS) if row else "-")
+        for column in published:
+            row = paper[column].get(benchmark)
+            cells.append(" / ".join(f"{value:.1f}" for value in row) if row else "-")
+        lines.append(f"| {CODING_BENCHMARKS.get(benchmark, benchmark)} | " + " | ".join(cells) + " |")
+    notes = ["", "pass (% of responses whose program passed every test case) / exceed (% of responses over the length "
+             "budget) / bug (% whose program failed to parse, raised, crashed or ran past a limit, or that held no "
+             "program)"]
+    failed = {label: sum(int(row["verify_failed"]) for row in summary.values()) for label, summary in columns.items()}
+    if any(failed.values()):
+        listed = ", ".join(f"{label}: {count}" for label, count in failed.items() if count)
+        notes.append(f"not judged (the checker failed; left out of pass and bug, see results.json): {listed}")
+    return "\n".join(lines + notes) + "\n"
