@@ -30,7 +30,8 @@ arguments (one JSON value per line, or a list), compared with the output's JSON 
     verify_failed  1 when the answer could not be checked because of the checker itself (the sandbox could not
                    start a run, or no sandbox slot came free in time): every other key is then 0 and the failure is
                    logged with its reason; never scored as a wrong answer
-    response_length, test_cases, tests_passed, timeouts: for the logs
+    response_length, test_cases, tests_passed, timeouts (runs stopped at the wall clock or the CPU limit),
+    tests_not_run (left out once ``stop_after_timeouts`` of the response's runs ran out of time): for the logs
 
 Output comparison: line by line after trailing whitespace is stripped and trailing empty lines dropped; failing
 that, token by token (whitespace-separated): equal text, or where the expected token is a decimal number with a
@@ -47,6 +48,7 @@ import numbers
 import os
 import re
 import secrets
+import signal
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -54,7 +56,7 @@ from typing import Any
 
 from gdpo_verl.core.checks import finite_number, whole_number
 from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, answer_part, response_length
-from gdpo_verl.rewards.sandbox import MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox
+from gdpo_verl.rewards.sandbox import ERROR, MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox
 from gdpo_verl.rewards.sandbox_fusion import FUSION, SETTINGS, FusionSandbox, FusionSettings
 
 logger = logging.getLogger("gdpo_verl")
@@ -62,7 +64,7 @@ logger = logging.getLogger("gdpo_verl")
 OBJECTIVES = (2, 3)
 LIMIT_OPTIONS = ("wall_s", "cpu_s", "memory_mb", "processes", "file_mb", "output_kb")
 OPTIONS = ("max_length", "objectives", "think", "pass_rate_weight", "length_weight", "no_bug_weight", "sandbox",
-           "python", *LIMIT_OPTIONS)
+           "python", "stop_after_timeouts", *LIMIT_OPTIONS)
 SANDBOXES = (*MODES, FUSION)
 # Limits a Sandbox Fusion request has no field for (memory is verl's reward.sandbox_fusion.memory_limit_mb there).
 NOT_REMOTE = ("cpu_s", "memory_mb", "processes", "file_mb", "python")
@@ -177,17 +179,20 @@ class CodingReward:
         sandbox: str = "local",
         python: str | None = None,
         sandbox_fusion: Any = None,
+        stop_after_timeouts: int = 1,
         **kwargs: Any,
     ) -> dict[str, float]:
         """Score one response; see the module docstring for the keys and ``Limits`` for ``wall_s``, ``cpu_s``,
         ``memory_mb``, ``processes``, ``file_mb`` and ``output_kb`` (per test case run). ``sandbox_fusion``: verl's
         ``reward.sandbox_fusion`` settings (url, max_concurrent, memory_limit_mb) for ``sandbox="fusion"``; the
-        "gdpo_verl" reward manager passes them from the config."""
+        "gdpo_verl" reward manager passes them from the config. ``stop_after_timeouts``: once this many of the
+        response's test cases ran out of time, its test cases not yet started are not run and fail (0: run all)."""
         where = WHERE
         unknown = sorted(set(kwargs) - set(VERL_KWARGS) - set(LIMIT_OPTIONS))
         if unknown:
             raise ValueError(f"unknown {where} {unknown}; the options are {', '.join(OPTIONS)}.")
         whole_number(max_length, f"{where}.max_length (tokens)", minimum=1)
+        whole_number(stop_after_timeouts, f"{where}.stop_after_timeouts (0: never stop)", minimum=0)
         if objectives not in OBJECTIVES or isinstance(objectives, bool):
             raise ValueError(f"{where}.objectives must be 2 (pass + length) or 3 (+ bug); got {objectives!r}.")
         if think not in THINK_MODES:
@@ -202,11 +207,13 @@ class CodingReward:
         code = extract_code(solution_str, think)
 
         result = {"response_length": float(tokens), "test_cases": float(len(cases.inputs)),
-                  "code_found": float(code is not None)}
+                  "code_found": float(code is not None), "tests_not_run": 0.0}
         if code is None:
             return _scored(result, passed=0, clean=False, timeouts=0, short=tokens <= max_length,
                            weights=weights, objectives=objectives)
-        outcomes = list(pool.map(lambda case: _run_case(runner, code, cases, case), range(len(cases.inputs))))
+        stop = _Stop(stop_after_timeouts)
+        ran = list(pool.map(lambda case: stop.run(runner, code, cases, case), range(len(cases.inputs))))
+        outcomes = [entry for entry in ran if entry is not None]
         failed = [outcome for outcome, _, _ in outcomes if outcome.status == UNAVAILABLE]
         if failed:
             self.failures += 1
@@ -215,10 +222,39 @@ class CodingReward:
             zero = dict.fromkeys(("score", "pass_rate", "length", "no_bug", "tests_passed", "timeouts"), 0.0)
             return {**result, **zero, "verify_failed": 1.0}
         passed = sum(matched for _, matched, _ in outcomes)
-        clean = all(ran_clean for _, _, ran_clean in outcomes)
-        timeouts = sum(outcome.status == TIMEOUT for outcome, _, _ in outcomes)
+        clean = all(ran_clean for _, _, ran_clean in outcomes) and len(outcomes) == len(ran)
+        timeouts = sum(out_of_time(outcome) for outcome, _, _ in outcomes)
+        result["tests_not_run"] = float(len(ran) - len(outcomes))
         return _scored(result, passed=passed, clean=clean, timeouts=timeouts, short=tokens <= max_length,
                        weights=weights, objectives=objectives)
+
+
+def out_of_time(outcome: Outcome) -> bool:
+    """The run hit the wall clock, or the CPU limit (the kernel's SIGXCPU at ``cpu_s``, SIGKILL a second later)."""
+    return outcome.status == TIMEOUT or (outcome.status == ERROR and outcome.exit_code in _CPU_LIMIT_CODES)
+
+
+_CPU_LIMIT_CODES = (128 + signal.SIGXCPU, 128 + signal.SIGKILL)
+
+
+class _Stop:
+    """Runs one response's test cases until ``limit`` of them ran out of time (0: no limit); a case not started
+    by then is not run (``None``): a program too slow for its inputs costs about one time limit per slot, not one
+    per test case."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.count = limit, 0
+        self._lock = threading.Lock()
+
+    def run(self, runner: Sandbox | FusionSandbox, code: str, cases: Cases, case: int) -> tuple | None:
+        with self._lock:
+            if self.limit and self.count >= self.limit:
+                return None
+        entry = _run_case(runner, code, cases, case)
+        if out_of_time(entry[0]):
+            with self._lock:
+                self.count += 1
+        return entry
 
 
 def _scored(result: dict, *, passed: int, clean: bool, timeouts: int, short: bool, weights: list[float],

@@ -57,6 +57,24 @@ def test_a_timeout_fails_its_test_and_is_not_clean(reward):
     assert result["pass_rate"] == pytest.approx(2 / 3) and result["no_bug"] == 0.0 and result["timeouts"] == 1.0
 
 
+def test_a_program_too_slow_for_its_inputs_stops_after_its_first_run_out_of_time(reward):
+    # a loop that never ends, on 8 test cases: killed at the CPU limit (SIGXCPU); once one run ran out of time the
+    # response's cases not yet started are not run, so it costs about one time limit per slot, not one per case
+    truth = json.dumps({"inputs": ["1\n"] * 8, "outputs": ["1\n"] * 8})
+    loop = "while True:\n    pass"
+    stopped = score(reward, loop, truth, cpu_s=1)
+    assert (stopped["pass_rate"], stopped["no_bug"], stopped["verify_failed"]) == (0.0, 0.0, 0.0)
+    assert 1 <= stopped["timeouts"] <= 2 and stopped["tests_not_run"] == 8 - stopped["timeouts"]  # 2 slots at once
+    every = score(reward, loop, truth, cpu_s=1, stop_after_timeouts=0)
+    assert (every["timeouts"], every["tests_not_run"]) == (8.0, 0.0)
+    # cases that pass before the slow one still count
+    slow_last = json.dumps({"inputs": ["1\n", "1\n", "2\n"], "outputs": ["1\n", "1\n", "2\n"]})
+    result = score(reward, "n = int(input())\nwhile n == 2:\n    pass\nprint(n)", slow_last, cpu_s=1)
+    assert result["pass_rate"] == pytest.approx(2 / 3) and result["tests_not_run"] == 0.0
+    with pytest.raises(ValueError, match="stop_after_timeouts"):
+        score(reward, loop, truth, stop_after_timeouts=-1)
+
+
 def test_a_long_response_gets_no_length_reward(reward):
     result = score(reward, "a, b = map(int, input().split())\nprint(a + b)", length=4001)
     assert (result["pass_rate"], result["length"]) == (1.0, 0.0)
