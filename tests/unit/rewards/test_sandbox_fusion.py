@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the stand-in se
 
 ADD = json.dumps({"inputs": ["1 2\n", "3 4\n", "10 -5\n"], "outputs": ["3\n", "7\n", "5\n"]})
 CALL = json.dumps({"fn_name": "add", "inputs": ["1\n2", "3\n4"], "outputs": ["3", "7"]})
-KEYS = ("pass_rate", "length", "no_bug", "verify_failed", "tests_passed", "timeouts", "code_found")
+KEYS = ("pass_rate", "length", "no_bug", "verify_failed", "tests_passed", "timeouts", "tests_not_run", "code_found")
 
 # (program, ground truth, response tokens): each scored locally and on the server
 PROGRAMS = {
