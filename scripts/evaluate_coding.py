@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wall-s", type=float, default=10.0, help="one test case's wall clock (s)")
     parser.add_argument("--cpu-s", type=int, help="one test case's CPU seconds (local and none; default 5)")
     parser.add_argument("--memory-mb", type=int, default=1024, help="one test case's memory (MB)")
+    parser.add_argument("--stop-after-timeouts", type=int, default=0,
+                        help="skip a response's remaining test cases once this many ran out of time (training uses 1; "
+                             "0, the default here, runs every case, so that test_pass_rate does not depend on load)")
     parser.add_argument("--paper", type=Path, help="a JSON file of published numbers to print beside ours: "
                                                    '{"column": {"apps": [pass, exceed, bug], ...}}')
     args = parser.parse_args(argv)
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         ["ours"] if len(files) == 1 else [str(path.parent.name or path) for path in files])
     if len(labels) != len(files) or len(set(labels)) != len(labels):
         parser.error(f"--labels needs one distinct label per generations file ({len(files)}); got {labels}")
-    options: dict = {"sandbox": args.sandbox, "wall_s": args.wall_s}
+    options: dict = {"sandbox": args.sandbox, "wall_s": args.wall_s, "stop_after_timeouts": args.stop_after_timeouts}
     if args.sandbox == "fusion":
         options["sandbox_fusion"] = {"url": args.sandbox_fusion_url, "max_concurrent": args.sandbox_fusion_concurrent,
                                      "memory_limit_mb": args.memory_mb}

@@ -5,8 +5,8 @@ without a container registry, so the tests speak to this one instead. It answers
 does (the request and response models of its client package, sandbox-fusion 0.3.7: RunCodeRequest ->
 RunCodeResponse with status Success / Failed / SandboxError and a run_result of status Finished / Error /
 TimeLimitExceeded), running each program in gdpo-verl's local bubblewrap sandbox with the request's run_timeout and
-memory_limit_MB. ``faults`` holds scripted answers given first, one per request: an HTTP status code, or a JSON
-object to answer as is.
+memory_limit_MB. ``faults`` holds scripted answers given first, one per request: an HTTP status code, ``"cut"`` (an
+answer whose connection closes halfway), or a JSON object to answer as is.
 """
 
 from __future__ import annotations
@@ -38,6 +38,13 @@ class FusionServer:
                     fault = server.faults.popleft() if server.faults else None
                 if isinstance(fault, int):
                     self.send_error(fault)
+                    return
+                if fault == "cut":
+                    self.send_response(200)
+                    self.send_header("Content-Length", "1000")
+                    self.end_headers()
+                    self.wfile.write(b'{"status": "Succ')
+                    self.close_connection = True
                     return
                 answer = fault if fault is not None else server.run_code(body)
                 data = json.dumps(answer).encode()

@@ -9,7 +9,8 @@ The program is the last fenced Python block (```` ```python ... ``` ````) of the
 (``gdpo_verl/rewards/sandbox.py``: bubblewrap, no network, a read-only system, limits on CPU, memory, processes,
 file size, output and wall clock), or with ``sandbox=fusion`` on the Sandbox Fusion server of verl's
 ``reward.sandbox_fusion`` settings (``gdpo_verl/rewards/sandbox_fusion.py``), scored the same way. Every test case
-counts: none is skipped.
+counts (none is left out of ``pass_rate``'s denominator); once ``stop_after_timeouts`` of a response's runs ran out
+of time, the cases not yet started are not run and fail.
 
 The ground truth is the Eurus-2-RL-Data / PRIME JSON test format (a str, or the parsed dict): ``{"inputs": [...],
 "outputs": [...]}`` runs the program with each input as its stdin and compares its stdout with the output;
@@ -223,15 +224,18 @@ class CodingReward:
             return {**result, **zero, "verify_failed": 1.0}
         passed = sum(matched for _, matched, _ in outcomes)
         clean = all(ran_clean for _, _, ran_clean in outcomes) and len(outcomes) == len(ran)
-        timeouts = sum(out_of_time(outcome) for outcome, _, _ in outcomes)
+        timeouts = sum(out_of_time(outcome, runner.mode) for outcome, _, _ in outcomes)
         result["tests_not_run"] = float(len(ran) - len(outcomes))
         return _scored(result, passed=passed, clean=clean, timeouts=timeouts, short=tokens <= max_length,
                        weights=weights, objectives=objectives)
 
 
-def out_of_time(outcome: Outcome) -> bool:
-    """The run hit the wall clock, or the CPU limit (the kernel's SIGXCPU at ``cpu_s``, SIGKILL a second later)."""
-    return outcome.status == TIMEOUT or (outcome.status == ERROR and outcome.exit_code in _CPU_LIMIT_CODES)
+def out_of_time(outcome: Outcome, mode: str) -> bool:
+    """The run hit the wall clock, or, in a sandbox of ours (``mode`` local or none), the CPU limit (the kernel's
+    SIGXCPU at ``cpu_s``, SIGKILL a second later). A Sandbox Fusion run has no CPU limit: only its timeout counts."""
+    if outcome.status == TIMEOUT:
+        return True
+    return mode != FUSION and outcome.status == ERROR and outcome.exit_code in _CPU_LIMIT_CODES
 
 
 _CPU_LIMIT_CODES = (128 + signal.SIGXCPU, 128 + signal.SIGKILL)
@@ -251,7 +255,7 @@ class _Stop:
             if self.limit and self.count >= self.limit:
                 return None
         entry = _run_case(runner, code, cases, case)
-        if out_of_time(entry[0]):
+        if out_of_time(entry[0], runner.mode):
             with self._lock:
                 self.count += 1
         return entry

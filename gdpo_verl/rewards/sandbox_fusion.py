@@ -6,13 +6,16 @@ address and load limits are verl's settings ``reward.sandbox_fusion.url`` (the `
 the interface of ``gdpo_verl.rewards.sandbox.Sandbox`` (``check``, ``run`` returning an ``Outcome``) so that the
 coding reward scores a remote run exactly as a local one:
 
-- the server ran the program and it exited 0: ``OK``;
-- it exited non-zero, or crashed (``run_result.status`` ``Finished`` with a non-zero code, or ``Error``): ``ERROR``;
+- the server ran the program and it exited 0 (``Success``, run ``Finished`` with code 0): ``OK``;
+- it exited non-zero or crashed (``Failed``, run ``Finished`` with a non-zero code; a signal's negative code is
+  reported as 128 + the signal, as locally): ``ERROR``;
 - ``TimeLimitExceeded`` (the server's ``run_timeout`` is the reward's ``wall_s``): ``TIMEOUT``;
-- stdout or stderr longer than ``output_kb``: ``OUTPUT_LIMIT`` (the server returns the whole output; the bound is
-  applied on receipt);
+- stdout or stderr reaching the output bound: ``OUTPUT_LIMIT``. The bound is ``output_kb`` or the 1 MiB the server
+  keeps of a run's output, whichever is smaller (output the server cut would otherwise be compared as if whole);
+  an answer larger than the bound allows is not read past it;
 - anything that says the program was not run or not judged (the server unreachable, an HTTP error after retries,
-  ``SandboxError``, an answer this client cannot read): ``UNAVAILABLE``, which the reward reports as
+  ``SandboxError``, run status ``Error``, which the server gives when it failed to run the command, an answer
+  whose parts disagree or that this client cannot read): ``UNAVAILABLE``, which the reward reports as
   ``verify_failed``, never as a wrong answer.
 
 The server enforces its own isolation; of the local limits only the wall clock and memory are sent (CPU seconds,
@@ -22,7 +25,9 @@ this mode rather than ignore them). Python only: the programs are the model's Py
 
 from __future__ import annotations
 
+import http.client
 import json
+import signal
 import socket
 import time
 import urllib.error
@@ -42,6 +47,8 @@ ATTEMPTS = 3
 RETRY_DELAY_S = 1.0
 # Seconds a request may take beyond the run's own wall clock: the server's queue, start-up and the transfer.
 REQUEST_SLACK_S = 60.0
+# What Sandbox Fusion's server keeps of a run's stdout and of its stderr (its runners cut captured output there).
+SERVER_OUTPUT_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,9 @@ class FusionSandbox:
         self.settings = settings
         self.limits = limits or Limits()
         self.slots = settings.max_concurrent
+        self.output_bytes = min(self.limits.output_kb * 1024, SERVER_OUTPUT_BYTES)
+        # the answer holds stdout and stderr as JSON strings (up to 6 bytes a byte, escaped) and a little more
+        self.answer_bytes = 2 * 6 * self.output_bytes + 65536
 
     def check(self) -> None:
         """Run ``print(1)`` on the server; raise ``SandboxUnavailable`` naming the node, the server and the fix."""
@@ -108,12 +118,15 @@ class FusionSandbox:
         }
         answer, problem = self._post(json.dumps(request).encode())
         seconds = time.monotonic() - started
+        if answer is None and problem == OUTPUT_LIMIT:
+            return Outcome(OUTPUT_LIMIT, None, "", "", seconds, f"wrote more than {self.output_bytes // 1024} KB")
         if answer is None:
             return Outcome(UNAVAILABLE, None, "", "", seconds, problem)
         return self._outcome(answer, seconds)
 
     def _post(self, body: bytes) -> tuple[dict | None, str]:
-        """(the server's JSON answer, "") or (None, the reason there is none)."""
+        """(the server's JSON answer, "") or (None, the reason there is none; ``OUTPUT_LIMIT`` for an answer too
+        large to hold output within the bound)."""
         timeout = self.limits.wall_s + REQUEST_SLACK_S
         problem = ""
         for attempt in range(ATTEMPTS):
@@ -123,16 +136,23 @@ class FusionSandbox:
                                              headers={"Content-Type": "application/json", "Accept": "application/json"})
             try:
                 with urllib.request.urlopen(request, timeout=timeout) as response:
-                    raw = response.read()
+                    raw = response.read(self.answer_bytes + 1)
+                    expected = response.headers.get("Content-Length", "")
             except urllib.error.HTTPError as error:
                 problem = f"HTTP {error.code} {error.reason} from {self.settings.url}"
-                if error.code >= 500:
+                if error.code >= 500 or error.code == 429:  # busy or over capacity: asked again
                     continue
                 return None, problem
             except (TimeoutError, socket.timeout):
                 return None, f"no answer from {self.settings.url} within {timeout:g} s"
-            except (urllib.error.URLError, OSError) as error:
-                problem = f"cannot reach {self.settings.url}: {getattr(error, 'reason', error)}"
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
+                # no connection, or one that broke (a reset, a cut answer): asked again
+                problem = f"cannot reach {self.settings.url}: {getattr(error, 'reason', None) or error!r}"
+                continue
+            if len(raw) > self.answer_bytes:
+                return None, OUTPUT_LIMIT
+            if expected.isdigit() and len(raw) < int(expected):  # the connection closed halfway: asked again
+                problem = f"the answer from {self.settings.url} was cut short ({len(raw)} of {expected} bytes)"
                 continue
             try:
                 answer = json.loads(raw)
@@ -159,18 +179,26 @@ class FusionSandbox:
                                seconds, f"did not compile: {compiled.get('status')}")
             return Outcome(UNAVAILABLE, None, "", "", seconds, f"Sandbox Fusion gave no run result: {message!r}")
         stdout, stderr = str(run.get("stdout") or ""), str(run.get("stderr") or "")
-        cap = self.limits.output_kb * 1024
-        if max(len(stdout.encode("utf-8", "surrogatepass")), len(stderr.encode("utf-8", "surrogatepass"))) > cap:
+        cap = self.output_bytes
+        if max(len(stdout.encode("utf-8", "surrogatepass")), len(stderr.encode("utf-8", "surrogatepass"))) >= cap:
             return Outcome(OUTPUT_LIMIT, None, stdout[:cap], stderr[-4000:], seconds,
-                           f"wrote more than {self.limits.output_kb} KB")
+                           f"wrote {cap // 1024} KB or more")
         code, ran = run.get("return_code"), run.get("status")
+        if isinstance(code, int) and not isinstance(code, bool) and code < 0:
+            code = 128 - code  # killed by a signal: as the local sandbox reports it
         if ran == "TimeLimitExceeded":
             return Outcome(TIMEOUT, None, stdout, stderr[-4000:], seconds,
                            f"still running after {self.limits.wall_s:g} s (Sandbox Fusion's run_timeout)")
-        if ran == "Finished" and code == 0 and status == "Success":
+        if ran == "Finished" and status == "Success" and code == 0:
             return Outcome(OK, 0, stdout, stderr[-4000:], seconds)
-        if ran in ("Finished", "Error"):
-            return Outcome(ERROR, code, stdout, stderr[-4000:], seconds,
-                           f"exit code {code}" if ran == "Finished" else f"run error (exit code {code})")
-        return Outcome(UNAVAILABLE, None, "", "", seconds, f"Sandbox Fusion answered run status {ran!r} with "
-                                                            f"status {status!r}, which this client does not know")
+        if ran == "Finished" and status == "Failed" and isinstance(code, int) and code != 0:
+            why = f"killed by {signal.Signals(code - 128).name}" if code - 128 in _SIGNALS else f"exit code {code}"
+            return Outcome(ERROR, code, stdout, stderr[-4000:], seconds, why)
+        # "Error": the server failed to run the command; or parts that disagree (Success with a failed run, Failed
+        # with a clean one, no exit code): not a judgement of the program
+        return Outcome(UNAVAILABLE, None, "", "", seconds, f"Sandbox Fusion answered run status {ran!r} (exit "
+                                                            f"{code!r}) with status {status!r}: not a judgement of "
+                                                            f"the program; {message!r}")
+
+
+_SIGNALS = {int(value) for value in signal.Signals}

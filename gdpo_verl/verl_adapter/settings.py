@@ -333,6 +333,8 @@ def coding_reward_kwargs(config: Any) -> dict | None:
                          "limits are verl's own settings; set reward.sandbox_fusion.url (.max_concurrent, "
                          ".memory_limit_mb) instead.")
     fusion = _get(reward, "sandbox_fusion")
+    if fusion is None or not _get(fusion, "url"):
+        fusion = _get(config, "sandbox_fusion")  # verl's earlier place for it, which verl still moves over
     if fusion is not None and _get(fusion, "url"):
         reward_kwargs["sandbox_fusion"] = {name: _get(fusion, name) for name in ("url", "max_concurrent",
                                                                                  "memory_limit_mb")}

@@ -85,6 +85,21 @@ def test_a_coding_reward_on_sandbox_fusion_is_checked_against_verls_sandbox_fusi
         check_config(packaged(*coding, fusion, url))  # the server is gone: training does not start
 
 
+def test_the_coding_reward_reads_sandbox_fusion_from_verls_older_top_level_place_too():
+    from omegaconf import OmegaConf
+
+    from gdpo_verl.verl_adapter.settings import coding_reward_kwargs
+
+    reward = {"custom_reward_function": {"path": "pkg://gdpo_verl.rewards.coding", "reward_kwargs": {"sandbox": "fusion"}},
+              "sandbox_fusion": {"url": None}}
+    older = {"url": "http://old:1/run_code", "max_concurrent": 3, "memory_limit_mb": 512}
+    kwargs = coding_reward_kwargs(OmegaConf.create({"reward": reward, "sandbox_fusion": older}))
+    assert kwargs == {"sandbox": "fusion", "sandbox_fusion": older}
+    newer = {**reward, "sandbox_fusion": {**older, "url": "http://new:1/run_code"}}
+    assert coding_reward_kwargs(OmegaConf.create({"reward": newer, "sandbox_fusion": older}))["sandbox_fusion"]["url"] \
+        == "http://new:1/run_code"
+
+
 def test_a_valid_gdpo_config_passes_the_check():
     settings = check_config(packaged("algorithm.gdpo_reward_weights=[1.0,0.5]", "algorithm.filter_groups.enable=true"))
     assert settings.weights == {"correct": 1.0, "length": 0.5}

@@ -87,7 +87,7 @@ def test_every_test_case_is_sent_with_the_run_timeout_and_memory_limit(reward, s
 
 def test_a_busy_server_is_asked_again_and_a_server_that_stays_down_is_verify_failed(reward, server, caplog):
     correct = PROGRAMS["correct"][0]
-    server.faults.extend([503, 502])  # two answers lost (over capacity, a gateway): asked again, then judged
+    server.faults.extend([503, 429, "cut"])  # answers lost (busy, over capacity, a connection cut): asked again
     assert on_server(reward, server, correct)["pass_rate"] == 1.0
     server.faults.extend([503] * 9)  # every attempt of the 3 test cases lost: the response is not judged
     result = on_server(reward, server, correct)
@@ -102,6 +102,10 @@ def test_a_busy_server_is_asked_again_and_a_server_that_stays_down_is_verify_fai
         ({"status": "Queued"}, "status 'Queued', which this client does not know"),
         ({"status": "Success", "message": ""}, "Sandbox Fusion gave no run result"),
         ({"status": "Failed", "run_result": {"status": "Killed"}}, "run status 'Killed'"),
+        # Error: the server failed to run the command (a crash of the program comes back Finished, non-zero)
+        ({"status": "Failed", "run_result": {"status": "Error", "stderr": "spawn failed"}}, "run status 'Error'"),
+        ({"status": "Failed", "run_result": {"status": "Finished", "return_code": 0}}, "with status 'Failed'"),
+        ({"status": "Success", "run_result": {"status": "Finished", "return_code": 1}}, "with status 'Success'"),
         ([1, 2], "not a run_code result"),
     ],
 )
@@ -115,6 +119,24 @@ def test_an_answer_that_is_not_a_judgement_is_verify_failed_never_a_wrong_answer
 def test_output_past_the_bound_is_not_clean(reward, server):
     result = on_server(reward, server, "print('x' * 300_000)", output_kb=64)
     assert (result["pass_rate"], result["no_bug"], result["verify_failed"]) == (0.0, 0.0, 0.0)
+    # the server keeps 1 MiB of output: reaching it is the output bound, whatever output_kb says (a cut output
+    # would otherwise be compared as if whole); an answer too large for the bound is not read past it
+    assert on_server(reward, server, "print('x' * (1 << 20))")["no_bug"] == 0.0
+    server.faults.append({"status": "Success", "run_result": {"status": "Finished", "return_code": 0,
+                                                              "stdout": "1\n" * 3_000_000}})
+    assert on_server(reward, server, PROGRAMS["correct"][0])["no_bug"] == 0.0
+
+
+def test_a_signal_the_server_reports_as_a_negative_code_is_a_crash_not_a_timeout(reward, server):
+    killed = {"status": "Failed", "run_result": {"status": "Finished", "return_code": -9, "stdout": "", "stderr": ""}}
+    server.faults.extend([killed] * 3)
+    result = on_server(reward, server, PROGRAMS["correct"][0])
+    assert (result["no_bug"], result["verify_failed"], result["timeouts"], result["tests_not_run"]) == (0.0, 0.0, 0.0, 0.0)
+    fusion = reward.sandbox("fusion", None, sandbox_fusion={"url": server.url, "max_concurrent": 4,
+                                                           "memory_limit_mb": 512})
+    server.faults.append(killed)
+    outcome = fusion.run("print(1)", "")
+    assert (outcome.status, outcome.exit_code, outcome.why) == ("error", 137, "killed by SIGKILL")
 
 
 def test_a_server_that_cannot_be_reached_stops_the_reward_at_its_start_naming_the_url_and_the_fix():
