@@ -28,6 +28,7 @@ import pandas as pd
 from gdpo_verl.rewards.sandbox import SandboxUnavailable
 from gdpo_verl.tools.evaluation import (
     add_generation_options,
+    column_labels,
     coding_markdown_table,
     generate_to_file,
     load_generations,
@@ -78,11 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sandbox fusion and --sandbox-fusion-url go together")
     if args.sandbox == "fusion" and args.cpu_s is not None:
         parser.error("--cpu-s: a Sandbox Fusion request carries no CPU limit (only --wall-s and --memory-mb)")
-    files = args.generations or [None]
-    labels = [label.strip() for label in args.labels.split(",")] if args.labels else (
-        ["ours"] if len(files) == 1 else [str(path.parent.name or path) for path in files])
-    if len(labels) != len(files) or len(set(labels)) != len(labels):
-        parser.error(f"--labels needs one distinct label per generations file ({len(files)}); got {labels}")
+    files, labels = column_labels(parser, args)
     options: dict = {"sandbox": args.sandbox, "wall_s": args.wall_s, "stop_after_timeouts": args.stop_after_timeouts}
     if args.sandbox == "fusion":
         options["sandbox_fusion"] = {"url": args.sandbox_fusion_url, "max_concurrent": args.sandbox_fusion_concurrent,

@@ -27,6 +27,7 @@ import pandas as pd
 
 from gdpo_verl.tools.evaluation import (
     add_generation_options,
+    column_labels,
     generate_to_file,
     load_generations,
     score_tool_generations,
@@ -53,11 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.model and args.data_dir is None:
         parser.error("--model needs --data-dir (the parquet files of scripts/prepare_tool_data.py)")
-    files = args.generations or [None]
-    labels = [label.strip() for label in args.labels.split(",")] if args.labels else (
-        ["ours"] if len(files) == 1 else [str(path.parent.name or path) for path in files])
-    if len(labels) != len(files) or len(set(labels)) != len(labels):
-        parser.error(f"--labels needs one distinct label per generations file ({len(files)}); got {labels}")
+    files, labels = column_labels(parser, args)
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         paths = [generate_split(args)] if args.model else files

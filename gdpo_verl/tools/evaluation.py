@@ -42,6 +42,17 @@ def add_generation_options(parser: Any, *, samples: int, temperature: float, top
     parser.add_argument("--tp", type=int, default=1, help="vLLM tensor parallel size")
 
 
+def column_labels(parser: Any, args: Any) -> tuple[list[Path | None], list[str]]:
+    """The generations files of ``--generations`` (``[None]`` when generating) and a distinct column title for each
+    (``--labels``, else "ours" for one file, else each file's folder name); a parser error otherwise."""
+    files = args.generations or [None]
+    labels = [label.strip() for label in args.labels.split(",")] if args.labels else (
+        ["ours"] if len(files) == 1 else [str(path.parent.name or path) for path in files])
+    if len(labels) != len(files) or len(set(labels)) != len(labels):
+        parser.error(f"--labels needs one distinct label per generations file ({len(files)}); got {labels}")
+    return files, labels
+
+
 def generate_to_file(args: Any, benchmarks: Mapping[str, Sequence[Mapping[str, Any]]], out: Path) -> Path:
     """Generate with vLLM (``args.model`` and the options of ``add_generation_options``) for the verl rows of
     each benchmark; write ``out/generations.jsonl`` in the layout ``load_generations`` reads; return its path."""
