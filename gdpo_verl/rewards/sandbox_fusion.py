@@ -174,15 +174,18 @@ class FusionSandbox:
             return Outcome(UNAVAILABLE, None, "", "", seconds, f"Sandbox Fusion answered status {status!r}, which "
                                                                 "this client does not know")
         if run is None:
-            if status == "Failed" and compiled is not None:  # not run: its compile step (a syntax check) failed
-                return Outcome(ERROR, compiled.get("return_code"), "", str(compiled.get("stderr") or "")[-4000:],
-                               seconds, f"did not compile: {compiled.get('status')}")
+            compiled = compiled or {}
+            code = compiled.get("return_code")
+            if status == "Failed" and compiled.get("status") == "Finished" and isinstance(code, int) and code != 0:
+                # not run: its compile step failed (the program's fault; "Error" there is the server's)
+                return Outcome(ERROR, code, "", str(compiled.get("stderr") or "")[-4000:], seconds,
+                               f"did not compile (exit code {code})")
             return Outcome(UNAVAILABLE, None, "", "", seconds, f"Sandbox Fusion gave no run result: {message!r}")
         stdout, stderr = str(run.get("stdout") or ""), str(run.get("stderr") or "")
-        cap = self.output_bytes
-        if max(len(stdout.encode("utf-8", "surrogatepass")), len(stderr.encode("utf-8", "surrogatepass"))) >= cap:
-            return Outcome(OUTPUT_LIMIT, None, stdout[:cap], stderr[-4000:], seconds,
-                           f"wrote {cap // 1024} KB or more")
+        size = max(len(stdout.encode("utf-8", "surrogatepass")), len(stderr.encode("utf-8", "surrogatepass")))
+        if size > self.limits.output_kb * 1024 or size >= SERVER_OUTPUT_BYTES:  # the server may have cut it there
+            return Outcome(OUTPUT_LIMIT, None, stdout[:self.output_bytes], stderr[-4000:], seconds,
+                           f"wrote more than {self.output_bytes // 1024} KB")
         code, ran = run.get("return_code"), run.get("status")
         if isinstance(code, int) and not isinstance(code, bool) and code < 0:
             code = 128 - code  # killed by a signal: as the local sandbox reports it

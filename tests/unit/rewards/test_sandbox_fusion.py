@@ -106,6 +106,7 @@ def test_a_busy_server_is_asked_again_and_a_server_that_stays_down_is_verify_fai
         ({"status": "Failed", "run_result": {"status": "Error", "stderr": "spawn failed"}}, "run status 'Error'"),
         ({"status": "Failed", "run_result": {"status": "Finished", "return_code": 0}}, "with status 'Failed'"),
         ({"status": "Success", "run_result": {"status": "Finished", "return_code": 1}}, "with status 'Success'"),
+        ({"status": "Failed", "compile_result": {"status": "Error"}}, "Sandbox Fusion gave no run result"),
         ([1, 2], "not a run_code result"),
     ],
 )
