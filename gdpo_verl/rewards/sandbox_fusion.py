@@ -146,6 +146,8 @@ class FusionSandbox:
             except (TimeoutError, socket.timeout):
                 return None, f"no answer from {self.settings.url} within {timeout:g} s"
             except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
+                if isinstance(getattr(error, "reason", None), TimeoutError):  # the connect timed out: as above
+                    return None, f"no answer from {self.settings.url} within {timeout:g} s"
                 # no connection, or one that broke (a reset, a cut answer): asked again
                 problem = f"cannot reach {self.settings.url}: {getattr(error, 'reason', None) or error!r}"
                 continue

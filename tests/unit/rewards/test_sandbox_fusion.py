@@ -166,3 +166,24 @@ def test_a_server_that_cannot_be_reached_stops_the_reward_at_its_start_naming_th
 def test_a_misconfigured_remote_sandbox_is_refused_before_any_program_runs(options, problem):
     with CodingReward(workers=1) as reward, pytest.raises(ValueError, match=problem):
         reward.prepare(**options)
+
+
+def test_a_server_that_does_not_answer_in_time_costs_one_try_not_three(monkeypatch):
+    # a connect that times out (urllib wraps it in URLError) is not asked again, as a read that times out is not:
+    # a server that swallows requests would otherwise hold each test case for three request timeouts. (urlopen is
+    # replaced here: a timeout cannot be made to happen on demand on this machine.)
+    import urllib.error
+
+    from gdpo_verl.rewards.sandbox import Limits
+
+    calls = []
+
+    def never_answers(request, timeout):
+        calls.append(timeout)
+        raise urllib.error.URLError(TimeoutError("timed out"))
+
+    monkeypatch.setattr(sandbox_fusion.urllib.request, "urlopen", never_answers)
+    fusion = sandbox_fusion.FusionSandbox(sandbox_fusion.FusionSettings("http://10.0.0.1:1/run_code"), Limits(wall_s=4))
+    outcome = fusion.run("print(1)", "")
+    assert (outcome.status, calls) == ("unavailable", [4 + sandbox_fusion.REQUEST_SLACK_S])
+    assert "no answer from http://10.0.0.1:1/run_code within 64 s" in outcome.why
