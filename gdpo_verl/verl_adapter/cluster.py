@@ -81,7 +81,10 @@ def _answers_on_nodes(probe_fn, timeout_s: float) -> list[NodeResolution]:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    probe = ray.remote(num_cpus=0, max_retries=0)(probe_fn)
+    # A worker that dies under the probe is Ray's failure, not the node's answer: Ray runs the probe again on a new
+    # worker, up to twice (seen: a worker ended by the force-cancel of an earlier check's late probe was handed the
+    # next check's probe). A probe that kills its worker every time is reported with Ray's error.
+    probe = ray.remote(num_cpus=0, max_retries=2)(probe_fn)
     nodes = [node for node in ray.nodes() if node.get("Alive")]
     pending = {
         probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(): node

@@ -117,6 +117,23 @@ def test_every_node_starts_the_coding_sandbox_or_is_named_with_its_problem_and_f
     assert "SandboxUnavailable: sandbox on node " in message and "the interpreter /no/python is not an executable" in message
 
 
+def test_a_check_right_after_a_timed_out_one_is_not_failed_by_the_worker_ray_kills_for_it(ray_cluster):
+    # Before: the force-cancel of a probe that did not answer in time could end the worker Ray then handed the next
+    # check's probe (1 in 15 here), and that check named the node as failing ("WorkerCrashedError").
+    for _ in range(10):
+        with pytest.raises(RuntimeError, match="did not answer"):
+            cluster.require_plugin_on_every_node(timeout_s=0.001)
+        assert [node.resolved for node in cluster.require_sandbox_on_every_node({"wall_s": 5})] == [cluster.SANDBOX_OK]
+
+
+def test_a_probe_that_kills_its_worker_every_time_is_reported_with_rays_error(ray_cluster):
+    def dies():
+        os._exit(3)
+
+    (node,) = cluster._answers_on_nodes(dies, 300)
+    assert node.answered and node.resolved.startswith("error: WorkerCrashedError: The worker died unexpectedly")
+
+
 @pytest.fixture
 def restore_registry():
     yield
