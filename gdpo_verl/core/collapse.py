@@ -13,7 +13,8 @@ from gdpo_verl.core.advantage import group_normalize
 
 COLLAPSE_METHODS = ("grpo", "grpo_no_std", "gdpo")
 
-# The paper rounds advantage vectors to 1e-4 before comparing them.
+# Two advantages are the same advantage when they agree to this many decimals: the paper rounds advantage vectors
+# to 1e-4 before comparing them, and the step's gdpo/ metrics count distinct advantages the same way.
 COLLAPSE_DECIMALS = 4
 
 # Rewards per batch of the enumeration (multisets x rollouts x rewards): keeps each batch's tensors to a few

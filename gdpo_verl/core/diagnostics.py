@@ -11,7 +11,8 @@ from dataclasses import replace
 
 import torch
 
-from gdpo_verl.core.advantage import GdpoParts, group_ids, group_varies
+from gdpo_verl.core.advantage import GdpoParts, group_ids, group_normalize, group_varies
+from gdpo_verl.core.collapse import COLLAPSE_DECIMALS
 
 # Every metric's name, here only. Per reward: gdpo/<reward>/<field>.
 PREFIX = "gdpo/"
@@ -22,9 +23,6 @@ DISTINCT = PREFIX + "distinct_adv_per_group"
 GRPO_DISTINCT = PREFIX + "grpo_distinct_adv_per_group"
 COLLAPSED = PREFIX + "collapsed_group_frac"
 GRPO_COLLAPSED = PREFIX + "grpo_collapsed_group_frac"
-
-# Advantages are compared after rounding to this many decimals (z-scores are of order 1).
-DISTINCT_DECIMALS = 6
 
 # A group counts as cancelled when its summed advantage is below this fraction of its largest term.
 CANCEL_RTOL = 1e-9
@@ -81,12 +79,16 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
     conflict = (parts.normalized > 0).any(dim=1) & (parts.normalized < 0).any(dim=1)
     metrics[SIGN_CONFLICT] = conflict.to(torch.float64).mean().item()
 
-    # Within a group GRPO's advantage is an increasing affine map of the summed reward (or 0 for all when
-    # the sum is constant), so it has exactly as many distinct values as the summed reward itself.
+    # GRPO's advantage on the weighted summed reward, normalized as GDPO normalizes each reward: counted on the
+    # advantage itself, not on the sum, because "the same advantage" is a rounding at a fixed scale (a sum's
+    # values 1e-5 apart are apart by more than that once divided by a small group std, and by less after a large one).
+    options = parts.options
+    grpo = group_normalize((parts.scores @ parts.weights).unsqueeze(1), group, num_groups,
+                           norm_by_std=options.norm_by_std, eps=options.eps)[:, 0]
     combinations = distinct_counts(_row_ids(parts.scores).to(torch.float64), group, num_groups)
     for distinct, collapsed, values in (
         (DISTINCT, COLLAPSED, parts.summed),
-        (GRPO_DISTINCT, GRPO_COLLAPSED, parts.scores @ parts.weights),
+        (GRPO_DISTINCT, GRPO_COLLAPSED, grpo),
     ):
         counts = distinct_counts(values, group, num_groups)
         metrics[distinct] = counts.sum().item() / num_groups
@@ -116,12 +118,13 @@ def distinct_per_group(values: torch.Tensor, group: torch.Tensor, num_groups: in
 
 
 def distinct_counts(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
-    """``(num_groups,)`` long: the number of distinct ``values`` ``(B,)`` (rounded) in each group.
+    """``(num_groups,)`` long: the number of distinct ``values`` ``(B,)`` in each group, rounded to
+    ``COLLAPSE_DECIMALS`` as the paper's count is (two advantages closer than that are the same advantage).
 
-    Values above ~1.8e302 in magnitude overflow when scaled for rounding; they are whole numbers already and
+    Values above ~1.8e304 in magnitude overflow when scaled for rounding; they are whole numbers already and
     are compared as they are (an infinite value counts as one value, each NaN as its own).
     """
-    rounded = torch.round(values * 10**DISTINCT_DECIMALS)
+    rounded = torch.round(values * 10**COLLAPSE_DECIMALS)
     scaled = torch.isfinite(rounded)
     if values.shape[0] and bool(scaled.all()):
         low, high = rounded.min().item(), rounded.max().item()
@@ -131,7 +134,7 @@ def distinct_counts(values: torch.Tensor, group: torch.Tensor, num_groups: int) 
             keys = group * span + (rounded - low).to(torch.int64)
             return torch.bincount(torch.unique(keys) // span, minlength=num_groups)
     # Values too spread out to pack next to the group id, or too large to scale: pack the group with the
-    # value's rank, ranking the scaled values and the unscaled ones apart (1e297 scaled is not 1e303).
+    # value's rank, ranking the scaled values and the unscaled ones apart (1e301 scaled is not 1e305).
     rank = torch.empty(values.shape[0], dtype=torch.long, device=values.device)
     scaled_uniques, rank[scaled] = torch.unique(rounded[scaled], return_inverse=True)
     rank[~scaled] = torch.unique(values[~scaled], return_inverse=True)[1] + scaled_uniques.numel()

@@ -89,22 +89,44 @@ def test_distinct_count_packs_widely_spread_values_too():
 
 
 def test_rewards_near_the_float64_limit_are_counted_not_overflowed():
-    # 0 and 1e303 in one reward: scaled for rounding, 1e303 overflows to inf (was: OverflowError in the metrics).
+    # 0 and 1e305 in one reward: scaled for rounding, 1e305 overflows to inf (was: OverflowError in the metrics).
     parts = gdpo_outcome_parts(
-        {"correct": [0.0, 1e303, 1e303, 0.0, 1e303, 1e303], "length": [0.0, 0.0, 1.0, 1.0, 0.0, 0.0]},
+        {"correct": [0.0, 1e305, 1e305, 0.0, 1e305, 1e305], "length": [0.0, 0.0, 1.0, 1.0, 0.0, 0.0]},
         [3] * 6, ["a", "a", "a", "a", "b", "b"], {"correct": 1.0, "length": 0.5},
     )
     metrics = advantage_metrics(parts)
-    # a: GDPO keeps all four combinations apart; GRPO's sum absorbs the length reward next to 1e303
-    # (1e303 + 0.5 == 1e303), so (1e303, 0) and (1e303, 1) collapse. b: one combination.
+    # a: GDPO keeps all four combinations apart. GRPO's sum absorbs the length reward next to 1e305
+    # (1e305 + 0.5 == 1e305), and its advantage divides the sums 0 and 0.5 by a std of ~6e304, so (0, 0) and
+    # (0, 1) get the same advantage too: two distinct. b: one combination.
     assert metrics["gdpo/distinct_adv_per_group"] == 2.5
-    assert metrics["gdpo/grpo_distinct_adv_per_group"] == 2.0
+    assert metrics["gdpo/grpo_distinct_adv_per_group"] == 1.5
     assert (metrics["gdpo/collapsed_group_frac"], metrics["gdpo/grpo_collapsed_group_frac"]) == (0.0, 0.5)
-    assert metrics["gdpo/correct/mean"] == pytest.approx(4e303 / 6)
+    assert metrics["gdpo/correct/mean"] == pytest.approx(4e305 / 6)
 
 
 def test_distinct_count_keeps_huge_values_apart_from_scaled_ones():
-    # 1e297 scaled for rounding is 1e303: it must not be taken for the unscaled 1e303 next to it.
-    values = torch.tensor([1e297, 1e303, 2e303, 2e303, float("inf"), float("inf")], dtype=torch.float64)
+    # 1e301 scaled for rounding is 1e305: it must not be taken for the unscaled 1e305 next to it.
+    values = torch.tensor([1e301, 1e305, 2e305, 2e305, float("inf"), float("inf")], dtype=torch.float64)
     group = torch.tensor([0, 0, 0, 0, 1, 1])
     assert distinct_counts(values, group, 2).tolist() == [3, 1]
+
+
+def test_distinct_advantages_are_told_apart_as_the_papers_count_tells_them():
+    # one home for "the same advantage": rounded to COLLAPSE_DECIMALS, as the paper's count of distinct groups
+    from gdpo_verl.core.collapse import COLLAPSE_DECIMALS
+
+    step = 10.0**-COLLAPSE_DECIMALS
+    values = torch.tensor([0.0, step / 10, 1.0, 1.0 + 2 * step], dtype=torch.float64)
+    assert distinct_counts(values, torch.tensor([0, 0, 1, 1]), 2).tolist() == [1, 2]
+
+
+def test_grpos_distinct_count_is_taken_on_its_advantage_not_on_the_summed_reward():
+    # Before: GRPO's count was taken on the summed reward. With "the same advantage" a rounding at a fixed scale,
+    # sums 3e-5 apart were counted as one value, though GRPO's advantage divides them by a std of about 1e-4 and
+    # gives them advantages about 0.5 apart.
+    tiny = 3e-5
+    parts = gdpo_outcome_parts({"a": [0.0, tiny, 2 * tiny, 3 * tiny], "b": [0.0, 0.0, 0.0, 0.0]}, [3] * 4, ["g"] * 4,
+                               {"a": 1.0, "b": 1.0}, eps=0.0)
+    metrics = advantage_metrics(parts)
+    assert metrics["gdpo/grpo_distinct_adv_per_group"] == 4.0 == metrics["gdpo/distinct_adv_per_group"]
+    assert metrics["gdpo/grpo_collapsed_group_frac"] == 0.0
