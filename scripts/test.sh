@@ -45,7 +45,8 @@ done
 if [ "$NAMES_TESTS" = 0 ]; then
     set -- --ignore=tests/unit "$@"
 fi
-set -- -n "${TEST_WORKERS:-2}" --dist loadfile "$@"
+# the ten slowest tests are listed at the end, so a run shows where the suite's time goes
+set -- -n "${TEST_WORKERS:-2}" --dist loadfile --durations=10 "$@"
 if [ "$TIER" = quick ]; then
     exec "$VENV/bin/python" -m pytest -q -m "not cpu_training" "$@"
 fi
