@@ -3,8 +3,8 @@
 Run it through ``bash scripts/learning_study.sh`` (which sets up the environment); docs/learning-study.md
 explains the task and shows a result.
 
-    python scripts/learning_study.py run --out DIR --steps N --seeds 1,2,3 --estimators grpo,gdpo,grpo_no_std \\
-        [hydra overrides ...]
+    python scripts/learning_study.py run --out DIR --task conditioned --steps N --seeds 1,2,3,4,5 \\
+        --estimators grpo,gdpo,grpo_no_std [hydra overrides ...]
     python scripts/learning_study.py report --out DIR      # summary.json, curves.png, results.md again
 
 Every run is one ``main_ppo`` (scripts/cpu_main_ppo.sh: its own Ray, actor and vLLM server, under the
@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -33,12 +34,20 @@ ESTIMATORS = {
     "gdpo": ["algorithm.adv_estimator=gdpo"],
     "grpo_no_std": ["algorithm.adv_estimator=grpo", "algorithm.norm_adv_by_std_in_grpo=False"],
 }
+STOP_PATIENCE = 120.0  # seconds a run's supervisor gets to stop the run when the study is stopped
 STUDY_FILE = "study.json"  # the study's settings, written before the first run
 RUN_FILE = "run.json"  # in each run's folder: its wall time, start-up included
 OUTPUTS = ("summary.json", "curves.png", "results.md")
 # results.md: rewards are averaged over the last quarter of the steps (at least one), GRPO's collapse also over
 # the first quarter (while the rewards still vary).
 WINDOW = 0.25
+# The second task's warm start (docs/learning-study.md): examples drawn, AdamW steps, learning rate.
+WARM_EXAMPLES, WARM_STEPS, WARM_LR = 4096, 300, 3e-3
+# The pre-registered comparison (docs/learning-study.md): the primary metric is PRIMARY's mean over all the steps of
+# a run (the area under its learning curve: how fast the hard reward is learned), GDPO minus GRPO paired by seed,
+# with a percentile interval from BOOTSTRAP resamples of the seeds (fixed RNG seed).
+PRIMARY = "correct"
+BOOTSTRAP, BOOTSTRAP_SEED, LEVEL = 10_000, 0, 0.95
 
 
 # --------------------------------------------------------------------------- checking the request
@@ -55,8 +64,13 @@ def parse_list(text: str, what: str) -> list[str]:
     return items
 
 
-def check_request(out: Path, steps: int, seeds_text: str, estimators_text: str) -> tuple[list[int], list[str]]:
+def check_request(out: Path, steps: int, seeds_text: str, estimators_text: str,
+                  task: str = "conditioned") -> tuple[list[int], list[str]]:
     """The seeds and estimators, or ValueError naming what is wrong; nothing is written."""
+    from gdpo_verl.rewards.learning_study import TASKS
+
+    if task not in TASKS:
+        raise ValueError(f"unknown TASK {task!r}; choose from {', '.join(TASKS)}.")
     if steps < 1:
         raise ValueError(f"STEPS must be at least 1; got {steps}.")
     estimators = parse_list(estimators_text, "ESTIMATORS")
@@ -102,21 +116,23 @@ def write_data(out: Path) -> Path:
     return path
 
 
-def run_overrides(out: Path, data: Path, estimator: str, seed: int) -> list[str]:
-    from gdpo_verl.rewards import learning_study as task
+def run_overrides(out: Path, data: Path, estimator: str, seed: int, task_name: str = "conditioned") -> list[str]:
+    from gdpo_verl.rewards import learning_study
 
-    groups = len(task.prompts()) // 2
+    task = learning_study.TASKS[task_name]
+    groups = len(learning_study.prompts()) // 2
     return [
         *ESTIMATORS[estimator],
         # every estimator logs the gdpo/ metrics of its batches (GDPO computed on them, for the logs only)
-        f"algorithm.gdpo_reward_keys=[{','.join(task.REWARD_KEYS)}]",
+        f"algorithm.gdpo_reward_keys=[{','.join(task.reward_keys)}]",
         "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.learning_study",
+        f"reward.custom_reward_function.name={task.reward_function}",
         # 6 of the 12 prompts x 8 responses of up to 16 tokens per step, one policy update per step
         f"data.train_files={data}", f"data.val_files={data}", f"data.train_batch_size={groups}",
         "data.max_prompt_length=16", "data.max_response_length=16", f"data.seed={seed}",
         f"actor_rollout_ref.model.path={out / 'models' / f'seed{seed}'}",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={groups}", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=48",
-        "actor_rollout_ref.actor.optim.lr=5e-3", "actor_rollout_ref.actor.optim.weight_decay=0.0",
+        f"actor_rollout_ref.actor.optim.lr={task.lr:g}", "actor_rollout_ref.actor.optim.weight_decay=0.0",
         "actor_rollout_ref.actor.use_kl_loss=False", f"actor_rollout_ref.actor.fsdp_config.seed={seed}",
         "actor_rollout_ref.rollout.n=8", f"actor_rollout_ref.rollout.seed={seed}",
         "actor_rollout_ref.rollout.max_model_len=64", "actor_rollout_ref.rollout.max_num_batched_tokens=2048",
@@ -126,18 +142,22 @@ def run_overrides(out: Path, data: Path, estimator: str, seed: int) -> list[str]
 
 
 def run_study(args: argparse.Namespace) -> int:
-    from gdpo_verl.rewards import learning_study as task
+    from gdpo_verl.rewards import learning_study
     from gdpo_verl.tools import tiny_model
 
     out = args.out
-    seeds, estimators = check_request(out, args.steps, args.seeds, args.estimators)
+    seeds, estimators = check_request(out, args.steps, args.seeds, args.estimators, args.task)
+    task = learning_study.TASKS[args.task]
     out.mkdir(parents=True, exist_ok=True)
-    study = {"task": task.TASK, "steps": args.steps, "seeds": seeds, "estimators": estimators,
-             "overrides": args.overrides}
+    study = {"task": task.description, "task_name": task.name, "steps": args.steps, "seeds": seeds,
+             "estimators": estimators, "overrides": args.overrides}
     (out / STUDY_FILE).write_text(json.dumps(study, indent=1) + "\n")
     data = write_data(out)
     for seed in seeds:
-        tiny_model.build(out / "models" / f"seed{seed}", seed=seed, words=task.WORDS)
+        model = tiny_model.build(out / "models" / f"seed{seed}", seed=seed, words=learning_study.WORDS)
+        if task.warm_start:
+            tiny_model.warm_start(model, learning_study.warm_start_examples(WARM_EXAMPLES, seed), WARM_STEPS, WARM_LR,
+                                  seed)
     started = time.monotonic()
     for estimator in estimators:
         for seed in seeds:
@@ -146,15 +166,31 @@ def run_study(args: argparse.Namespace) -> int:
             env = {**os.environ, "OUT": str(directory), "STEPS": str(args.steps),
                    "PROGRESS": f"{estimator} seed {seed}"}
             command = ["bash", str(ROOT / "scripts" / "cpu_main_ppo.sh"),
-                       *run_overrides(out, data, estimator, seed), *args.overrides]
+                       *run_overrides(out, data, estimator, seed, task.name), *args.overrides]
             run_started = time.monotonic()
-            if subprocess.run(command, env=env).returncode != 0:
+            if run_supervised(command, env) != 0:
                 print(f"learning study: the {estimator} run with seed {seed} failed (its log: {directory / 'run.log'}); "
                       "no report written.", file=sys.stderr)
                 return 1
             (directory / RUN_FILE).write_text(json.dumps({"wall_seconds": time.monotonic() - run_started}) + "\n")
     print(f"learning study: {len(estimators) * len(seeds)} runs in {time.monotonic() - started:.0f} s")
     return report(out)
+
+
+def run_supervised(command: list[str], env: dict[str, str]) -> int:
+    """Run one supervised main_ppo; when the study is stopped (Ctrl-C, SIGTERM), stop the run first: the
+    supervisor ends everything the run started (it gets STOP_PATIENCE seconds, then is killed)."""
+    process = subprocess.Popen(command, env=env)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_PATIENCE)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        raise
 
 
 def run_dir(out: Path, estimator: str, seed: int) -> Path:
@@ -164,10 +200,9 @@ def run_dir(out: Path, estimator: str, seed: int) -> Path:
 # --------------------------------------------------------------------------- the report
 
 
-def read_run(path: Path) -> list[dict]:
+def read_run(path: Path, reward_keys: tuple[str, ...]) -> list[dict]:
     """One entry per step of ``summary.json``, read from the run's verl metrics file as written."""
     from gdpo_verl.core import diagnostics as metric
-    from gdpo_verl.rewards import learning_study as task
 
     steps = []
     for line in path.read_text().splitlines():
@@ -175,7 +210,7 @@ def read_run(path: Path) -> list[dict]:
         data = entry["data"]
         steps.append({
             "step": entry["step"],
-            "rewards": {key: data[metric.reward_metric(key, metric.MEAN)] for key in task.REWARD_KEYS},
+            "rewards": {key: data[metric.reward_metric(key, metric.MEAN)] for key in reward_keys},
             "distinct_adv_per_group": {"gdpo": data[metric.DISTINCT], "grpo": data[metric.GRPO_DISTINCT]},
             "grpo_collapsed_group_frac": data[metric.GRPO_COLLAPSED],
             "seconds": data["timing_s/step"],
@@ -184,20 +219,65 @@ def read_run(path: Path) -> list[dict]:
 
 
 def summarize(out: Path) -> dict:
+    from gdpo_verl.rewards.learning_study import TASKS
+
     if not (out / STUDY_FILE).is_file():
         raise ValueError(f"{out / STUDY_FILE} is missing: {out} is not the OUT of a learning study.")
     study = json.loads((out / STUDY_FILE).read_text())
+    task_name = study.get("task_name", "copy")  # a study written before the second task ran the first
+    if task_name not in TASKS:
+        raise ValueError(f"{out / STUDY_FILE} names task {task_name!r}, which is not one of {', '.join(TASKS)}.")
+    reward_keys = TASKS[task_name].reward_keys
     runs = []
     for estimator in study["estimators"]:
         for seed in study["seeds"]:
             metrics = run_dir(out, estimator, seed) / "metrics.jsonl"
             if not metrics.is_file():
                 raise ValueError(f"{metrics} is missing: the {estimator} run with seed {seed} did not log a step.")
-            steps = read_run(metrics)
+            steps = read_run(metrics, reward_keys)
             if [step["step"] for step in steps] != list(range(1, study["steps"] + 1)):
                 raise ValueError(f"{metrics} holds steps {[s['step'] for s in steps]}, not 1..{study['steps']}.")
             runs.append({"estimator": estimator, "seed": seed, "steps": steps})
-    return {"task": study["task"], "steps": study["steps"], "seeds": study["seeds"], "runs": runs}
+    summary = {"task": study["task"], "task_name": task_name, "reward_keys": list(reward_keys),
+               "steps": study["steps"], "seeds": study["seeds"], "runs": runs}
+    comparison = compare(summary)
+    if comparison is not None:
+        summary["comparison"] = comparison
+    return summary
+
+
+def final_mean(run: dict, key: str | None, width: int) -> float:
+    """The mean over the run's last ``width`` steps of reward ``key`` (None: the sum of the rewards)."""
+    return statistics.fmean(sum(step["rewards"].values()) if key is None else step["rewards"][key]
+                            for step in run["steps"][-width:])
+
+
+def compare(summary: dict) -> dict | None:
+    """The pre-registered comparison: GDPO minus GRPO on PRIMARY's mean over all steps, paired by seed, with a
+    percentile bootstrap interval over the seeds and the decision it gives; None without both estimators on at
+    least two seeds, or when PRIMARY is not a reward of the task."""
+    import random
+
+    if PRIMARY not in summary["reward_keys"]:
+        return None
+    width = summary["steps"]
+    finals = {(run["estimator"], run["seed"]): final_mean(run, PRIMARY, width) for run in summary["runs"]}
+    seeds = [seed for seed in summary["seeds"] if ("gdpo", seed) in finals and ("grpo", seed) in finals]
+    if len(seeds) < 2:
+        return None
+    differences = [finals["gdpo", seed] - finals["grpo", seed] for seed in seeds]
+    draw = random.Random(BOOTSTRAP_SEED)
+    means = sorted(statistics.fmean(draw.choices(differences, k=len(differences))) for _ in range(BOOTSTRAP))
+    low, high = _quantile(means, (1 - LEVEL) / 2), _quantile(means, (1 + LEVEL) / 2)
+    if low > 0:
+        decision = "GDPO better"
+    elif high < 0:
+        decision = "GRPO better"
+    else:
+        decision = "no difference shown"
+    return {"metric": f"mean of {PRIMARY} over all {width} step(s)", "seeds": seeds,
+            "differences": differences, "mean": statistics.fmean(differences), "level": LEVEL,
+            "interval": [low, high], "resamples": BOOTSTRAP, "decision": decision}
 
 
 def window(steps: int) -> int:
@@ -205,9 +285,9 @@ def window(steps: int) -> int:
 
 
 def results_table(summary: dict, wall_seconds: dict[tuple[str, int], float]) -> str:
-    from gdpo_verl.rewards import learning_study as task
     from gdpo_verl.tools.plots import LABELS
 
+    reward_keys = summary["reward_keys"]
     width = window(summary["steps"])
     estimators = list(dict.fromkeys(run["estimator"] for run in summary["runs"]))
     lines = [
@@ -217,19 +297,15 @@ def results_table(summary: dict, wall_seconds: dict[tuple[str, int], float]) -> 
         "",
         f"Each reward's mean over the last {width} step(s) of a run: median over seeds, [min, max] in brackets.",
         "",
-        "| estimator | " + " | ".join(task.REWARD_KEYS) + " | sum | GRPO-collapsed groups, first "
+        "| estimator | " + " | ".join(reward_keys) + " | sum | GRPO-collapsed groups, first "
         f"{width} step(s) / all | wall time per run (of it, steps) |",
-        "|---|" + "---|" * (len(task.REWARD_KEYS) + 3),
+        "|---|" + "---|" * (len(reward_keys) + 3),
     ]
     for estimator in estimators:
         runs = [run for run in summary["runs"] if run["estimator"] == estimator]
         cells = []
-        for key in (*task.REWARD_KEYS, None):
-            finals = [
-                statistics.fmean(sum(step["rewards"].values()) if key is None else step["rewards"][key]
-                                 for step in run["steps"][-width:])
-                for run in runs
-            ]
+        for key in (*reward_keys, None):
+            finals = [final_mean(run, key, width) for run in runs]
             cells.append(f"{statistics.median(finals):.3f} [{min(finals):.3f}, {max(finals):.3f}]")
         early = statistics.fmean(step["grpo_collapsed_group_frac"] for run in runs for step in run["steps"][:width])
         collapsed = statistics.fmean(step["grpo_collapsed_group_frac"] for run in runs for step in run["steps"])
@@ -246,6 +322,19 @@ def results_table(summary: dict, wall_seconds: dict[tuple[str, int], float]) -> 
         f"{sum(wall_seconds.values()) / 60:.1f} minutes.",
         "",
     ]
+    comparison = summary.get("comparison")
+    if comparison is not None:
+        seeds = ", ".join(f"seed {seed}: {difference:+.3f}" for seed, difference in
+                          zip(comparison["seeds"], comparison["differences"]))
+        low, high = comparison["interval"]
+        lines += [
+            f"**GDPO - GRPO**, {comparison['metric']}, paired by seed ({seeds}): mean {comparison['mean']:+.3f}, "
+            f"{comparison['level']:.0%} paired bootstrap interval [{low:+.3f}, {high:+.3f}] ({comparison['resamples']} "
+            f"resamples of the {len(comparison['seeds'])} seeds). Decision (the rule fixed in advance: GDPO better "
+            f"if the interval lies above 0, GRPO better if below, else no difference shown): "
+            f"**{comparison['decision']}**.",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -255,13 +344,13 @@ def plot(summary: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from gdpo_verl.rewards import learning_study as task
     from gdpo_verl.tools.plots import LABELS
 
+    reward_keys = summary["reward_keys"]
     estimators = list(dict.fromkeys(run["estimator"] for run in summary["runs"]))
     steps = list(range(1, summary["steps"] + 1))
-    figure, axes = plt.subplots(1, len(task.REWARD_KEYS), figsize=(4.6 * len(task.REWARD_KEYS), 3.6), squeeze=False)
-    for panel, key in zip(axes[0], task.REWARD_KEYS):
+    figure, axes = plt.subplots(1, len(reward_keys), figsize=(4.6 * len(reward_keys), 3.6), squeeze=False)
+    for panel, key in zip(axes[0], reward_keys):
         for estimator in estimators:
             curves = [[step["rewards"][key] for step in run["steps"]] for run in summary["runs"]
                       if run["estimator"] == estimator]
@@ -315,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="check the request, run every estimator x seed, then report")
     run.add_argument("--out", type=Path, required=True)
-    run.add_argument("--steps", type=int, required=True)
+    run.add_argument("--task", default="conditioned", help="conditioned (the default) or copy (the first study's)")
+    run.add_argument("--steps", type=int, default=None, help="default: the task's (conditioned 20, copy 40)")
     run.add_argument("--seeds", required=True, help="e.g. 1,2,3")
     run.add_argument("--estimators", required=True, help=f"from {', '.join(ESTIMATORS)}")
     run.add_argument("--check-only", action="store_true", help="check the request and stop")
@@ -323,16 +413,25 @@ def main(argv: list[str] | None = None) -> int:
     again = commands.add_parser("report", help="write summary.json, curves.png and results.md from the runs")
     again.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.command == "run" and args.steps is None:
+        from gdpo_verl.rewards.learning_study import TASKS
+
+        args.steps = TASKS[args.task].steps if args.task in TASKS else 1  # an unknown task is refused below
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the study as Ctrl-C does
     try:
         if args.command == "report":
             return report(args.out)
         if args.check_only:
-            check_request(args.out, args.steps, args.seeds, args.estimators)
+            check_request(args.out, args.steps, args.seeds, args.estimators, args.task)
             return 0
         return run_study(args)
     except ValueError as exc:
         print(f"learning study: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("learning study: stopped (Ctrl-C or SIGTERM); the run under way was stopped, no report written.",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -88,5 +88,50 @@ def build(out: Path, seed: int = 0, words: tuple[str, ...] = WORDS) -> Path:
     return out
 
 
+def warm_start(path: Path, examples: list[tuple[str, str]], steps: int, lr: float, seed: int,
+               batch_size: int = 32) -> Path:
+    """Train the model at ``path`` in place on ``examples`` ((prompt, response) pairs) for ``steps`` steps of
+    AdamW: the loss is the response's tokens and the end token, after the prompt as the chat template writes it
+    for generation (as verl's rollout sees it). Deterministic for a ``seed`` on one machine; written back as bf16."""
+    import random
+
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    rows = []
+    for prompt, response in examples:
+        prompt_ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                                   tokenize=True)
+        if isinstance(prompt_ids, dict) or hasattr(prompt_ids, "input_ids"):
+            prompt_ids = prompt_ids["input_ids"]
+        response_ids = [*tokenizer(response, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id]
+        rows.append((list(prompt_ids), response_ids))
+    if tokenizer.unk_token_id in {token for prompt, response in rows for token in (*prompt, *response)}:
+        raise ValueError("a warm-start example holds a word outside the model's vocabulary.")
+    torch.manual_seed(seed)
+    draw = random.Random(seed)
+    model = LlamaForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    for _ in range(steps):
+        batch = [draw.choice(rows) for _ in range(batch_size)]
+        width = max(len(prompt) + len(response) for prompt, response in batch)
+        ids = torch.full((batch_size, width), tokenizer.pad_token_id)
+        labels = torch.full((batch_size, width), -100)
+        mask = torch.zeros((batch_size, width), dtype=torch.long)
+        for row, (prompt, response) in enumerate(batch):
+            tokens = prompt + response
+            ids[row, :len(tokens)] = torch.tensor(tokens)
+            labels[row, len(prompt):len(tokens)] = torch.tensor(response)
+            mask[row, :len(tokens)] = 1
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.to(torch.bfloat16).save_pretrained(path, safe_serialization=True)
+    return path
+
+
 if __name__ == "__main__":
     print(json.dumps({"model": str(build(Path(sys.argv[1])))}))

@@ -74,3 +74,50 @@ def test_missing_inputs_are_named(tmp_path, missing):
     result = report(tmp_path)
     assert result.returncode == 2
     assert str(target) in result.stderr
+
+
+def test_gdpo_minus_grpo_is_paired_by_seed_with_its_bootstrap_interval_and_the_decision(tmp_path):
+    write_study(tmp_path, {("grpo", 1): 0.1, ("grpo", 2): 0.3, ("grpo", 3): 0.2, ("gdpo", 1): 0.6, ("gdpo", 2): 0.4,
+                           ("gdpo", 3): 0.5})
+    assert report(tmp_path).returncode == 0
+    comparison = json.loads((tmp_path / "summary.json").read_text())["comparison"]
+    assert comparison["seeds"] == [1, 2, 3]
+    assert comparison["differences"] == pytest.approx([0.5, 0.1, 0.3])
+    assert comparison["mean"] == pytest.approx(0.3)
+    low, high = comparison["interval"]
+    # resampled means of three positive differences lie between the smallest and the largest
+    assert 0.1 <= low < 0.3 < high <= 0.5 and comparison["decision"] == "GDPO better"
+    results = (tmp_path / "results.md").read_text()
+    assert "seed 1: +0.500, seed 2: +0.100, seed 3: +0.300): mean +0.300" in results
+    assert f"[{low:+.3f}, {high:+.3f}]" in results and "**GDPO better**" in results
+
+
+def test_differences_of_both_signs_show_no_difference(tmp_path):
+    write_study(tmp_path, {("grpo", 1): 0.5, ("grpo", 2): 0.3, ("gdpo", 1): 0.4, ("gdpo", 2): 0.45})
+    assert report(tmp_path).returncode == 0
+    comparison = json.loads((tmp_path / "summary.json").read_text())["comparison"]
+    assert comparison["interval"][0] < 0 < comparison["interval"][1]
+    assert comparison["decision"] == "no difference shown"
+
+
+def test_one_seed_or_one_estimator_gives_no_comparison(tmp_path):
+    write_study(tmp_path, {("grpo", 1): 0.5, ("gdpo", 1): 0.4})
+    assert report(tmp_path).returncode == 0
+    assert "comparison" not in json.loads((tmp_path / "summary.json").read_text())
+    assert "GDPO - GRPO" not in (tmp_path / "results.md").read_text()
+
+
+def test_a_study_of_the_second_task_reads_its_own_rewards(tmp_path):
+    write_study(tmp_path, {("gdpo", 1): 0.5})
+    study = json.loads((tmp_path / "study.json").read_text())
+    (tmp_path / "study.json").write_text(json.dumps({**study, "task_name": "conditioned"}))
+    metrics = tmp_path / "runs" / "gdpo-seed1" / "metrics.jsonl"
+    metrics.write_text(metrics.read_text().replace("gdpo/short/mean", "gdpo/length/mean"))
+    assert report(tmp_path).returncode == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["reward_keys"] == ["correct", "length", "format"]
+    assert summary["runs"][0]["steps"][0]["rewards"] == {"correct": 0.5, "length": 1.0, "format": 0.5}
+    assert "| estimator | correct | length | format | sum |" in (tmp_path / "results.md").read_text()
+    (tmp_path / "study.json").write_text(json.dumps({**study, "task_name": "poetry"}))
+    result = report(tmp_path)
+    assert result.returncode == 2 and "names task 'poetry', which is not one of copy, conditioned" in result.stderr

@@ -1,8 +1,18 @@
-"""The learning study's three rewards, rule by rule."""
+"""The learning study's rewards, rule by rule: the first task's (correct, short, format) and the second's (correct,
+length only when correct, format), and the second task's warm-start examples."""
 
 import pytest
 
-from gdpo_verl.rewards.learning_study import WORDS, compute_score, prompts
+from gdpo_verl.rewards.learning_study import (
+    ANSWERS,
+    TASKS,
+    WARM_RIGHT,
+    WORDS,
+    compute_conditioned_score,
+    compute_score,
+    prompts,
+    warm_start_examples,
+)
 
 
 def score(text, truth="4", length=3, **options):
@@ -45,3 +55,56 @@ def test_bad_options_and_a_missing_length_are_named():
         score("x", max_lenght=3)
     with pytest.raises(ValueError, match="reward_manager.name=gdpo_verl"):
         compute_score("s", "x", "4", {})
+
+
+def conditioned(text, truth="4", length=3, **options):
+    return compute_conditioned_score("learning_study", text, truth, {"response_length": length}, **options)
+
+
+@pytest.mark.parametrize(
+    ("text", "length", "expected"),
+    [
+        ("</think> \\boxed{4}", 3, (1.0, 1.0, 1.0)),
+        ("</think> \\boxed{4}", 5, (1.0, 0.0, 1.0)),           # correct but over 4 tokens: no length
+        ("</think>", 2, (0.0, 0.0, 1.0)),                      # short and empty: length pays nothing
+        ("</think> \\boxed{2}", 3, (0.0, 0.0, 1.0)),           # short and wrong: nothing for length
+        ("\\boxed{4} \\boxed{2}", 3, (0.0, 0.0, 0.0)),         # the last answer counts
+        ("\\boxed{2} \\boxed{4}", 3, (1.0, 1.0, 0.0)),
+        ("4", 2, (0.0, 0.0, 0.0)),                             # the number without \\boxed{}
+        ("\\boxed{4}", 4, (1.0, 1.0, 0.0)),                    # 4 tokens: within the bound
+    ],
+)
+def test_conditioned_length_pays_only_for_a_correct_answer_within_four_tokens(text, length, expected):
+    result = conditioned(text, length=length)
+    assert (result["correct"], result["length"], result["format"]) == expected
+    assert result["score"] == sum(expected)  # what GRPO trains on: the same conditioned components, summed
+
+
+def test_conditioned_score_checks_its_options_as_the_first():
+    assert conditioned("\\boxed{4}", length=2, max_length=1)["length"] == 0.0
+    with pytest.raises(ValueError, match="max_length"):
+        conditioned("x", max_length=0)
+    with pytest.raises(ValueError, match="reward_manager.name=gdpo_verl"):
+        compute_conditioned_score("s", "x", "4", {})
+
+
+def test_tasks_name_their_reward_function_and_components():
+    import gdpo_verl.rewards.learning_study as module
+
+    for task in TASKS.values():
+        result = getattr(module, task.reward_function)("s", "</think> \\boxed{4}", "4", {"response_length": 3})
+        assert set(result) == {"score", *task.reward_keys}
+
+
+def test_warm_start_examples_are_drawn_from_the_task_and_answer_right_at_the_set_share():
+    examples = warm_start_examples(4000, seed=3)
+    assert examples == warm_start_examples(4000, seed=3) != warm_start_examples(4000, seed=4)
+    task = dict(prompts())
+    right = 0
+    for prompt, response in examples:
+        words = response.split()
+        assert set(words) <= set(WORDS)
+        boxed = [word for word in words if word.startswith("\\boxed")]
+        assert len(boxed) == 1 and boxed[0] in {f"\\boxed{{{answer}}}" for answer in ANSWERS}
+        right += boxed[0] == f"\\boxed{{{task[prompt]}}}"
+    assert abs(right / len(examples) - WARM_RIGHT) < 0.03
