@@ -90,6 +90,11 @@ def test_gdpo_minus_grpo_is_paired_by_seed_with_its_bootstrap_interval_and_the_d
     results = (tmp_path / "results.md").read_text()
     assert "seed 1: +0.500, seed 2: +0.100, seed 3: +0.300): mean +0.300" in results
     assert f"[{low:+.3f}, {high:+.3f}]" in results and "**GDPO better**" in results
+    # the other rewards: the same paired difference, reported without a decision
+    assert set(comparison["secondary"]) == {"short", "format"}
+    assert comparison["secondary"]["short"]["differences"] == [0.0, 0.0, 0.0]
+    assert "decision" not in comparison["secondary"]["short"]
+    assert "Reported, not decided on: GDPO - GRPO, mean of short over all 4 step(s): mean +0.000" in results
 
 
 def test_differences_of_both_signs_show_no_difference(tmp_path):
