@@ -48,7 +48,7 @@ REWARD_KEYS = ("correct", "short", "format")
 CONDITIONED_REWARD_KEYS = ("correct", "length", "format")
 DEFAULT_MAX_LENGTH = 6
 CONDITIONED_MAX_LENGTH = 4
-# Filler words a warm-start response may carry before its answer (0 to WARM_FILLER_MAX of them).
+# Filler words a warm-start response may carry after its answer (0 to WARM_FILLER_MAX of them).
 FILLER = ("so", "we", "get", "the", "answer", "is", "x", "=")
 WARM_FILLER_MAX = 6
 WARM_RIGHT = 0.7  # the share of warm-start answers that are the prompt's number (the others: another number)
@@ -108,8 +108,8 @@ def _read(solution_str: str, ground_truth: Any, extra_info: dict | None, max_len
 
 def warm_start_examples(count: int, seed: int) -> list[tuple[str, str]]:
     """``count`` (prompt, response) pairs for the second task's supervised warm start, drawn with ``seed``: a
-    prompt of the task; ``</think>`` first in ``WARM_THINK`` of them; 0 to ``WARM_FILLER_MAX`` filler words; then
-    ``\\boxed{}`` holding the prompt's number in ``WARM_RIGHT`` of them and another number otherwise."""
+    prompt of the task; ``</think>`` first in ``WARM_THINK`` of them; then ``\\boxed{}`` holding the prompt's
+    number in ``WARM_RIGHT`` of them and another number otherwise; then 0 to ``WARM_FILLER_MAX`` filler words."""
     draw = random.Random(seed)
     pairs = prompts()
     examples = []

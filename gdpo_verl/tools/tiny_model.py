@@ -98,6 +98,9 @@ def warm_start(path: Path, examples: list[tuple[str, str]], steps: int, lr: floa
     import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
 
+    if not examples or steps < 1 or batch_size < 1:
+        raise ValueError(f"a warm start needs examples, steps >= 1 and batch_size >= 1; got {len(examples)} "
+                         f"example(s), steps={steps}, batch_size={batch_size}.")
     tokenizer = AutoTokenizer.from_pretrained(path)
     rows = []
     for prompt, response in examples:
