@@ -40,3 +40,10 @@ def test_warm_start_refuses_words_outside_the_vocabulary(tmp_path):
     path = tiny_model.build(tmp_path / "model", seed=5, words=learning_study.WORDS)
     with pytest.raises(ValueError, match="outside the model's vocabulary"):
         tiny_model.warm_start(path, [("x = 4", "\\boxed{4} banana")], steps=1, lr=1e-3, seed=0)
+
+
+def test_warm_start_refuses_no_examples_or_no_steps(tmp_path):
+    path = tiny_model.build(tmp_path / "model", seed=5, words=learning_study.WORDS)
+    for examples, steps in (([], 10), ([("x = 4", "\\boxed{4}")], 0)):
+        with pytest.raises(ValueError, match="a warm start needs examples, steps >= 1"):
+            tiny_model.warm_start(path, examples, steps=steps, lr=1e-3, seed=0)
