@@ -48,6 +48,9 @@ WARM_EXAMPLES, WARM_STEPS, WARM_LR = 4096, 300, 3e-3
 # with a percentile interval from BOOTSTRAP resamples of the seeds (fixed RNG seed).
 PRIMARY = "correct"
 BOOTSTRAP, BOOTSTRAP_SEED, LEVEL = 10_000, 0, 0.95
+# The design's number of seeds: with fewer, a percentile bootstrap over so few differences declares a difference far
+# more often than 5% of the time when there is none, and the report gives no decision.
+DECIDE_SEEDS = 5
 
 
 # --------------------------------------------------------------------------- checking the request
@@ -178,19 +181,31 @@ def run_study(args: argparse.Namespace) -> int:
 
 
 def run_supervised(command: list[str], env: dict[str, str]) -> int:
-    """Run one supervised main_ppo; when the study is stopped (Ctrl-C, SIGTERM), stop the run first: the
-    supervisor ends everything the run started (it gets STOP_PATIENCE seconds, then is killed)."""
-    process = subprocess.Popen(command, env=env)
+    """Run one supervised main_ppo; when the study is stopped (Ctrl-C, SIGTERM), stop the run first.
+
+    The run gets a session of its own, so a terminal's Ctrl-C reaches the study alone, which sends the run's
+    supervisor one SIGTERM: the supervisor ends everything the run started. It gets STOP_PATIENCE seconds; then
+    its whole process group is killed. Further Ctrl-Cs meanwhile are ignored, so the clean-up is not cut short.
+    """
+    process = subprocess.Popen(command, env=env, start_new_session=True)
     try:
         return process.wait()
     except KeyboardInterrupt:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=STOP_PATIENCE)
+            code = process.wait(timeout=STOP_PATIENCE)
         except subprocess.TimeoutExpired:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-        raise
+            raise StudyStopped(f"the run under way did not stop within {STOP_PATIENCE:g} s and was killed with its "
+                               "process group") from None
+        raise StudyStopped(f"the run under way was stopped by its supervisor (exit {code})") from None
+
+
+class StudyStopped(Exception):
+    """The study was stopped (Ctrl-C or SIGTERM) during a run; the message says what became of the run."""
 
 
 def run_dir(out: Path, estimator: str, seed: int) -> Path:
@@ -263,7 +278,9 @@ def compare(summary: dict) -> dict | None:
     if primary is None:
         return None
     low, high = primary["interval"]
-    if low > 0:
+    if len(primary["seeds"]) < DECIDE_SEEDS:
+        decision = f"too few seeds to decide (the design asks for {DECIDE_SEEDS})"
+    elif low > 0:
         decision = "GDPO better"
     elif high < 0:
         decision = "GRPO better"
@@ -340,9 +357,9 @@ def results_table(summary: dict, wall_seconds: dict[tuple[str, int], float]) -> 
         lines += [
             f"**GDPO - GRPO**, {comparison['metric']}, paired by seed ({seeds}): mean {comparison['mean']:+.3f}, "
             f"{comparison['level']:.0%} paired bootstrap interval [{low:+.3f}, {high:+.3f}] ({comparison['resamples']} "
-            f"resamples of the {len(comparison['seeds'])} seeds). Decision (the rule fixed in advance: GDPO better "
-            f"if the interval lies above 0, GRPO better if below, else no difference shown): "
-            f"**{comparison['decision']}**.",
+            f"resamples of the {len(comparison['seeds'])} seeds). Decision (the rule in docs/learning-study.md, "
+            f"with at least {DECIDE_SEEDS} seeds: GDPO better if the interval lies above 0, GRPO better if below, "
+            f"else no difference shown): **{comparison['decision']}**.",
             "",
         ]
         for other in comparison["secondary"].values():
@@ -443,9 +460,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"learning study: {exc}", file=sys.stderr)
         return 2
+    except StudyStopped as stopped:
+        print(f"learning study: stopped (Ctrl-C or SIGTERM); {stopped}; no report written.", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
-        print("learning study: stopped (Ctrl-C or SIGTERM); the run under way was stopped, no report written.",
-              file=sys.stderr)
+        print("learning study: stopped (Ctrl-C or SIGTERM) between runs; no report written.", file=sys.stderr)
         return 130
 
 

@@ -79,15 +79,16 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
     conflict = (parts.normalized > 0).any(dim=1) & (parts.normalized < 0).any(dim=1)
     metrics[SIGN_CONFLICT] = conflict.to(torch.float64).mean().item()
 
-    # GRPO's advantage on the weighted summed reward, normalized as GDPO normalizes each reward: counted on the
-    # advantage itself, not on the sum, because "the same advantage" is a rounding at a fixed scale (a sum's
-    # values 1e-5 apart are apart by more than that once divided by a small group std, and by less after a large one).
+    # Each estimator's count is taken on the advantage it trains on, because "the same advantage" is a rounding at a
+    # fixed scale: GDPO's final (batch-normalized) advantage, which does not change with the scale of the weights, and
+    # GRPO's advantage on the weighted summed reward, normalized as GDPO normalizes each reward (not the sum itself:
+    # sums 1e-5 apart are apart by more than that once divided by a small group std, and by less after a large one).
     options = parts.options
     grpo = group_normalize((parts.scores @ parts.weights).unsqueeze(1), group, num_groups,
                            norm_by_std=options.norm_by_std, eps=options.eps)[:, 0]
     combinations = distinct_counts(_row_ids(parts.scores).to(torch.float64), group, num_groups)
     for distinct, collapsed, values in (
-        (DISTINCT, COLLAPSED, parts.summed),
+        (DISTINCT, COLLAPSED, parts.final),
         (GRPO_DISTINCT, GRPO_COLLAPSED, grpo),
     ):
         counts = distinct_counts(values, group, num_groups)

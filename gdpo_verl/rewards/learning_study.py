@@ -32,7 +32,6 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from gdpo_verl.core.checks import whole_number
 
 TASK = "copy the prompt's number into \\boxed{}, open with </think>, use at most 6 tokens (rewards: correct, short, format)"
 CONDITIONED_TASK = ("copy the prompt's number into \\boxed{}, within 4 tokens when correct, open with </think>, "
@@ -92,6 +91,8 @@ def compute_conditioned_score(
 def _read(solution_str: str, ground_truth: Any, extra_info: dict | None, max_length: int,
           kwargs: dict) -> tuple[bool, bool, bool]:
     """(the last ``\\boxed{}`` holds ``ground_truth``, at most ``max_length`` tokens, opens with ``</think>``)."""
+    from gdpo_verl.core.checks import whole_number  # here: the study's request check runs without numpy
+
     if kwargs.keys() - {"reward_router_address", "reward_model_tokenizer"}:
         raise ValueError(f"unknown reward_kwargs {sorted(kwargs)}; the learning study's reward takes max_length only.")
     whole_number(max_length, "reward_kwargs.max_length (tokens)", minimum=1)

@@ -255,8 +255,15 @@ class Supervisor:
         return f"{listed} {'died' if len(dead) == 1 else 'died (found dead in the same look)'} {when}"
 
     def stop(self, reason: str | None, code: int = 1) -> int:
-        """Stop everything the command started; report ``reason`` (None: the command succeeded)."""
-        left = self.end_all_descendants(patience=2.0 if reason else 10.0)
+        """Stop everything the command started; report ``reason`` (None: the command succeeded). A second Ctrl-C or
+        SIGTERM meanwhile (a terminal's Ctrl-C reaches the whole process group, and a caller may forward it too)
+        is ignored until every process is stopped: it must not cut the clean-up short."""
+        previous = {number: signal.signal(number, signal.SIG_IGN) for number in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            left = self.end_all_descendants(patience=2.0 if reason else 10.0)
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
         if reason is None:
             if left:
                 self.say(f"supervise: stopped {left} process(es) still running after the command exited")

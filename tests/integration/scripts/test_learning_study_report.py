@@ -77,32 +77,45 @@ def test_missing_inputs_are_named(tmp_path, missing):
 
 
 def test_gdpo_minus_grpo_is_paired_by_seed_with_its_bootstrap_interval_and_the_decision(tmp_path):
-    write_study(tmp_path, {("grpo", 1): 0.1, ("grpo", 2): 0.3, ("grpo", 3): 0.2, ("gdpo", 1): 0.6, ("gdpo", 2): 0.4,
-                           ("gdpo", 3): 0.5})
+    grpo = {1: 0.1, 2: 0.3, 3: 0.2, 4: 0.2, 5: 0.4}
+    gdpo = {1: 0.6, 2: 0.4, 3: 0.5, 4: 0.5, 5: 0.7}
+    write_study(tmp_path, {**{("grpo", s): v for s, v in grpo.items()}, **{("gdpo", s): v for s, v in gdpo.items()}})
     assert report(tmp_path).returncode == 0
     comparison = json.loads((tmp_path / "summary.json").read_text())["comparison"]
-    assert comparison["seeds"] == [1, 2, 3]
-    assert comparison["differences"] == pytest.approx([0.5, 0.1, 0.3])
+    assert comparison["seeds"] == [1, 2, 3, 4, 5]
+    assert comparison["differences"] == pytest.approx([0.5, 0.1, 0.3, 0.3, 0.3])
     assert comparison["mean"] == pytest.approx(0.3)
     low, high = comparison["interval"]
-    # resampled means of three positive differences lie between the smallest and the largest
+    # resampled means of positive differences lie between the smallest and the largest
     assert 0.1 <= low < 0.3 < high <= 0.5 and comparison["decision"] == "GDPO better"
     results = (tmp_path / "results.md").read_text()
-    assert "seed 1: +0.500, seed 2: +0.100, seed 3: +0.300): mean +0.300" in results
+    assert "seed 1: +0.500, seed 2: +0.100, seed 3: +0.300, seed 4: +0.300, seed 5: +0.300): mean +0.300" in results
     assert f"[{low:+.3f}, {high:+.3f}]" in results and "**GDPO better**" in results
     # the other rewards: the same paired difference, reported without a decision
     assert set(comparison["secondary"]) == {"short", "format"}
-    assert comparison["secondary"]["short"]["differences"] == [0.0, 0.0, 0.0]
+    assert comparison["secondary"]["short"]["differences"] == [0.0] * 5
     assert "decision" not in comparison["secondary"]["short"]
     assert "Reported, not decided on: GDPO - GRPO, mean of short over all 4 step(s): mean +0.000" in results
 
 
 def test_differences_of_both_signs_show_no_difference(tmp_path):
-    write_study(tmp_path, {("grpo", 1): 0.5, ("grpo", 2): 0.3, ("gdpo", 1): 0.4, ("gdpo", 2): 0.45})
+    grpo = {1: 0.5, 2: 0.3, 3: 0.4, 4: 0.6, 5: 0.2}
+    gdpo = {1: 0.4, 2: 0.45, 3: 0.35, 4: 0.7, 5: 0.25}
+    write_study(tmp_path, {**{("grpo", s): v for s, v in grpo.items()}, **{("gdpo", s): v for s, v in gdpo.items()}})
     assert report(tmp_path).returncode == 0
     comparison = json.loads((tmp_path / "summary.json").read_text())["comparison"]
     assert comparison["interval"][0] < 0 < comparison["interval"][1]
     assert comparison["decision"] == "no difference shown"
+
+
+def test_fewer_seeds_than_the_design_give_an_interval_but_no_decision(tmp_path):
+    # three positive differences: the interval lies above 0, but 3 seeds are too few to decide on
+    write_study(tmp_path, {("grpo", 1): 0.1, ("grpo", 2): 0.3, ("grpo", 3): 0.2, ("gdpo", 1): 0.6, ("gdpo", 2): 0.4,
+                           ("gdpo", 3): 0.5})
+    assert report(tmp_path).returncode == 0
+    comparison = json.loads((tmp_path / "summary.json").read_text())["comparison"]
+    assert comparison["interval"][0] > 0
+    assert comparison["decision"] == "too few seeds to decide (the design asks for 5)"
 
 
 def test_one_seed_or_one_estimator_gives_no_comparison(tmp_path):
@@ -126,3 +139,13 @@ def test_a_study_of_the_second_task_reads_its_own_rewards(tmp_path):
     (tmp_path / "study.json").write_text(json.dumps({**study, "task_name": "poetry"}))
     result = report(tmp_path)
     assert result.returncode == 2 and "names task 'poetry', which is not one of copy, conditioned" in result.stderr
+
+
+def test_the_request_is_checked_without_numpy(tmp_path):
+    # scripts/learning_study.sh checks the request with the machine's python3 before it sets up the environment;
+    # -S leaves out site-packages (numpy, torch, gdpo-verl's dependencies), as on a fresh machine
+    check = [sys.executable, "-S", str(SCRIPT), "run", "--out", str(tmp_path / "study"), "--seeds", "1",
+             "--estimators", "gdpo", "--check-only"]
+    assert subprocess.run(check, capture_output=True, text=True, timeout=60).returncode == 0
+    refused = subprocess.run([*check, "--task", "poetry"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "unknown TASK 'poetry'" in refused.stderr

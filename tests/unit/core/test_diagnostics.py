@@ -89,7 +89,9 @@ def test_distinct_count_packs_widely_spread_values_too():
 
 
 def test_rewards_near_the_float64_limit_are_counted_not_overflowed():
-    # 0 and 1e305 in one reward: scaled for rounding, 1e305 overflows to inf (was: OverflowError in the metrics).
+    # 0 and 1e305 in one reward (was: OverflowError in the metrics). The distinct counts are taken on normalized
+    # advantages, so no value near the limit reaches the rounding here; test_distinct_count_keeps_huge_values_...
+    # checks the rounding's overflow path itself.
     parts = gdpo_outcome_parts(
         {"correct": [0.0, 1e305, 1e305, 0.0, 1e305, 1e305], "length": [0.0, 0.0, 1.0, 1.0, 0.0, 0.0]},
         [3] * 6, ["a", "a", "a", "a", "b", "b"], {"correct": 1.0, "length": 0.5},
@@ -130,3 +132,15 @@ def test_grpos_distinct_count_is_taken_on_its_advantage_not_on_the_summed_reward
     metrics = advantage_metrics(parts)
     assert metrics["gdpo/grpo_distinct_adv_per_group"] == 4.0 == metrics["gdpo/distinct_adv_per_group"]
     assert metrics["gdpo/grpo_collapsed_group_frac"] == 0.0
+
+
+def test_gdpos_distinct_count_does_not_change_with_the_scale_of_the_weights():
+    # Before: GDPO's count was taken on the summed normalized advantages, which scale with the weights: at weights
+    # 1e-5 and 2e-5 every advantage rounded to 0 (1 distinct, the group "collapsed"), though training (after the
+    # batch normalization) sees the same advantages as with weights 1 and 2.
+    rewards = {"a": [0.0, 1.0, 0.0, 1.0], "b": [0.0, 0.0, 1.0, 1.0]}
+    counts = []
+    for scale in (1.0, 1e-5):
+        metrics = advantage_metrics(gdpo_outcome_parts(rewards, [3] * 4, ["g"] * 4, {"a": scale, "b": 2 * scale}))
+        counts.append((metrics["gdpo/distinct_adv_per_group"], metrics["gdpo/collapsed_group_frac"]))
+    assert counts == [(4.0, 0.0), (4.0, 0.0)]
