@@ -39,6 +39,10 @@ export VERL_ENGINE_DEVICE=cuda
 export VERL_FILE_LOGGER_PATH="$OUT/metrics.jsonl"
 export TOKENIZERS_PARALLELISM=false
 unset RAY_ADDRESS
+# Ray starts its workers, and so every actor of the run and vLLM's engine under them, at nice 15: beside other work of
+# the same session (a busy process started from the same shell) they got about 3% of a core and the start-up took
+# hours. At 0 they take their share of the machine like any other process.
+export RAY_worker_niceness=0
 
 CPU=(
     data.dataloader_num_workers=0 data.filter_overlong_prompts_workers=1

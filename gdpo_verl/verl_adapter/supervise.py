@@ -14,9 +14,13 @@ parent dies) and at verl's metrics file (one line per finished step):
   timeout (the weight sync blocks on a ZeroMQ reply), so the run gets ``--grace`` seconds to fail on its own,
   then it is stopped. A Ray task's worker (``ray::<function>``, such as gdpo-verl's node check) is no part: it
   ends, is cancelled or goes back to Ray's pool when its task is done;
-- a stall: for ``--stall-timeout`` seconds no step was logged AND the run's parts did no work (together less than
-  a quarter of a core over the last 30 s). Work inside a step counts as progress, so a run on a busy machine is
-  slower, not stopped; a run that waits on something that never comes uses no CPU and is stopped;
+- a stall: for ``--stall-timeout`` seconds no step was logged AND the run did no work: every process the command
+  started, whatever its title, together used less than a quarter of a core over the last 30 s, and none of their
+  threads was running or waiting in a run queue for a CPU half of that time. Work anywhere in the run counts as
+  progress (a Ray worker still titled ``ray::IDLE`` while it imports verl, torch and vLLM for the actor it is
+  becoming, a task's worker, vLLM's engine), and so does wanting a CPU that other work on the machine holds, so a
+  run on a busy machine is slower, not stopped; a run that waits on something that never comes sleeps and is
+  stopped. Which processes are parts (above) matters only for telling that one died;
 - a step (or the start-up with the first step) longer than ``--step-timeout`` seconds, working or not: the bound
   on a run that spins without finishing;
 - the command exited: its exit code, and an error when it logged fewer steps than ``--steps``.
@@ -44,11 +48,20 @@ import psutil
 PR_SET_CHILD_SUBREAPER = 36
 # The stop message names at most this many parts found dead in one look.
 MAX_NAMED = 3
-# Ray processes that are not parts of the run: pooled idle workers come and go; the agents are Ray's own.
+# Ray processes that are not parts of the run (their end is no death): pooled idle workers come and go; the agents
+# are Ray's own. Their work still counts as the run's (note_work).
 RAY_NOT_PARTS = ("ray::IDLE", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
-# The run is working while its parts use at least this much CPU (cores, averaged over WORK_WINDOW_S seconds).
+# The run is working while its processes use at least this much CPU (cores, averaged over WORK_WINDOW_S seconds),
 WORKING_CORES = 0.25
 WORK_WINDOW_S = 30.0
+# ... or while one of its threads spends at least this fraction of the time on a CPU or waiting in a run queue for
+# one: a run starved by other work on the machine (more busy processes than cores, a higher priority, a CPU quota)
+# uses little CPU but wants it. A waiting run's threads sleep: measured beside two busy processes on 2 cores, the
+# busiest thread of a hung CPU run (608 threads) spent 2% of its time running or runnable, and all of them together
+# used 0.13 cores and waited 0.25 core-seconds a second for a CPU (wake-ups), which is why the sum is no measure.
+WANTING_FRACTION = 0.5
+# Per thread: nanoseconds on a CPU, nanoseconds runnable in a run queue, time slices (Documentation/scheduler/sched-stats).
+SCHEDSTAT = "/proc/{pid}/task/{tid}/schedstat"
 PARTS = {  # what a process title stands for, in the stop message
     "VLLM::EngineCore": "the vLLM engine core",
     "VLLM::Worker": "a vLLM worker",
@@ -96,6 +109,29 @@ def part_title(process: psutil.Process) -> str | None:
     return None
 
 
+def thread_run_times(processes: list[psutil.Process]) -> dict[tuple[int, int], float]:
+    """Seconds each thread of these processes has spent on a CPU or runnable waiting for one, by (pid, tid)."""
+    times = {}
+    for process in processes:
+        try:
+            threads = os.listdir(f"/proc/{process.pid}/task")
+        except OSError:
+            continue  # it ended meanwhile
+        for tid in threads:
+            try:
+                with open(SCHEDSTAT.format(pid=process.pid, tid=tid), "rb") as stat:
+                    running, waiting, _ = stat.read().split()
+            except (OSError, ValueError):
+                continue  # the thread ended meanwhile
+            times[process.pid, int(tid)] = (int(running) + int(waiting)) / 1e9
+    return times
+
+
+def waits_are_reported() -> bool:
+    """Whether this kernel reports the time a thread waits for a CPU (CONFIG_SCHED_INFO)."""
+    return os.path.isfile(SCHEDSTAT.format(pid=os.getpid(), tid=threading.get_native_id()))
+
+
 def logged_steps(metrics: Path) -> dict[int, dict]:
     """verl's file logger, one JSON line per step: ``{step: data}``; empty before the first step."""
     if not metrics.is_file():
@@ -124,8 +160,12 @@ class Supervisor:
         self.parts: dict[int, Part] = {}
         self.log = args.log.open("w")
         self.lock = threading.Lock()
-        self.cpu_seen: dict[tuple[int, float], float] = {}  # CPU seconds of each part (pid, start) at the last look
-        self.work: list[tuple[float, float]] = []  # (time, CPU seconds the parts used since the previous look)
+        self.cpu_seen: dict[tuple[int, float], float] = {}  # CPU seconds of each process (pid, start) at the last look
+        self.work: list[tuple[float, float]] = []  # (time, CPU seconds the run used since the previous look)
+        # while the run uses less CPU than WORKING_CORES: (time, thread_run_times) at each look, over WORK_WINDOW_S
+        self.waits: list[tuple[float, dict[tuple[int, int], float]]] = []
+        self.waits_reported = waits_are_reported()
+        self.is_working = False
 
     def say(self, line: str) -> None:
         with self.lock:
@@ -143,11 +183,10 @@ class Supervisor:
                 self.log.flush()
 
     def look(self) -> list[Part]:
-        """Track the parts now running; return those that died since the last look."""
-        for process in psutil.Process().children(recursive=True):
+        """Track the parts now running and the run's work; return the parts that died since the last look."""
+        processes = self.running()
+        for process in processes:
             try:
-                if process.status() == psutil.STATUS_ZOMBIE:
-                    continue
                 title = part_title(process)
                 if title is None:
                     self.parts.pop(process.pid, None)  # a pooled Ray worker back to ray::IDLE is no part any more
@@ -158,32 +197,54 @@ class Supervisor:
         dead = [part for part in self.parts.values() if not part.alive()]
         for part in dead:
             del self.parts[part.pid]
-        self.note_work()
+        self.note_work(processes)
         self.reap()
         return dead
 
-    def note_work(self) -> None:
-        """Record the CPU time the parts (and the command itself) used since the last look."""
+    def note_work(self, processes: list[psutil.Process]) -> None:
+        """Record the run's work since the last look: the CPU time of every process the command started (its
+        descendants, kept under this subreaper) whatever its title, the command included, and, while that is less
+        than WORKING_CORES, how long each of their threads was running or waiting for a CPU. A process first seen
+        now began after the last look (or this is the first look), so all its CPU time so far is new; the last
+        moments of a process that ended between two looks are not counted, which can only make the run look idler."""
         used, seen = 0.0, {}
-        processes = [(part.pid, part.created) for part in self.parts.values()] + [(self.command.pid, None)]
-        for pid, created in processes:
+        for process in processes:
             try:
-                process = psutil.Process(pid)
                 times = process.cpu_times()
-                key = (pid, created if created is not None else process.create_time())
+                key = (process.pid, process.create_time())
             except psutil.Error:
                 continue  # it ended meanwhile
             seen[key] = times.user + times.system
-            used += max(0.0, seen[key] - self.cpu_seen.get(key, seen[key]))
+            used += max(0.0, seen[key] - self.cpu_seen.get(key, 0.0))
         self.cpu_seen = seen
         now = time.monotonic()
         self.work = [(at, cpu) for at, cpu in self.work if at > now - WORK_WINDOW_S] + [(now, used)]
+        span = self.work[-1][0] - self.work[0][0] + self.args.poll
+        if sum(cpu for _, cpu in self.work[1:]) >= WORKING_CORES * span:
+            self.waits.clear()
+            self.is_working = True
+            return
+        if not self.waits_reported:
+            self.is_working = False
+            return
+        # The thread snapshot costs about 50 ms for 600 threads, so it is taken only while the CPU says idle.
+        self.waits = [(at, seen) for at, seen in self.waits if at > now - WORK_WINDOW_S]
+        self.waits.append((now, thread_run_times(processes)))
+        self.is_working = self.a_thread_wants_cpu()
+
+    def a_thread_wants_cpu(self) -> bool:
+        """Whether one thread of the run was running or waiting for a CPU for at least WANTING_FRACTION of the time
+        since the oldest look kept (a thread that began since then counts from its start)."""
+        if len(self.waits) < 2:
+            return False
+        (first_at, first), (now, last) = self.waits[0], self.waits[-1]
+        busiest = max((value - first.get(thread, 0.0) for thread, value in last.items()), default=0.0)
+        return busiest >= WANTING_FRACTION * (now - first_at)
 
     def working(self) -> bool:
-        """Whether the parts used at least WORKING_CORES on average over the last WORK_WINDOW_S seconds (or over
-        the looks so far, at the start)."""
-        span = self.work[-1][0] - self.work[0][0] + self.args.poll
-        return sum(cpu for _, cpu in self.work[1:]) >= WORKING_CORES * span
+        """Whether the run's processes used at least WORKING_CORES on average over the last WORK_WINDOW_S seconds (or
+        over the looks so far, at the start), or one of their threads wanted a CPU most of that time."""
+        return self.is_working
 
     def reap(self) -> None:
         """Collect the exit status of orphans re-parented here (the command's own is Popen's to collect)."""
@@ -196,6 +257,10 @@ class Supervisor:
 
     def run(self) -> int:
         args = self.args
+        if not self.waits_reported:
+            self.say("supervise: this kernel does not report how long a thread waits for a CPU (no "
+                     f"{SCHEDSTAT}): only CPU time counts as the run's work, so a run starved of CPU by other work on "
+                     "this machine can be stopped as stalled; give it a larger STALL_TIMEOUT here")
         self.command = subprocess.Popen(args.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         reader = threading.Thread(target=self.pump, args=(self.command.stdout,), daemon=True)
         reader.start()

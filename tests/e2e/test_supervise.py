@@ -121,6 +121,110 @@ def test_a_step_that_works_longer_than_the_stall_timeout_is_slow_not_stalled(tmp
     assert seconds > 8
 
 
+# A Ray worker that is becoming an actor: titled ray::IDLE until the actor's class is loaded, which on a busy machine
+# takes minutes of imports (verl, torch, vLLM). It is no part of the run (nothing died when it ends), but its work is.
+IDLE_WORKER = "(exec -a ray::IDLE {command}) & echo $! > worker.pid"
+
+
+def test_a_ray_worker_still_titled_idle_that_works_keeps_the_run_alive(tmp_path):
+    # Before: only parts (actors, raylet, GCS, the command) were counted as work, so the TaskRunner's worker importing
+    # for longer than STALL_TIMEOUT, with everything else waiting on it, was a stall.
+    busy = IDLE_WORKER.format(command=f"{sys.executable} -c 'import time; end = time.process_time() + 6\n"
+                                      "while time.process_time() < end: pass'")
+    process = start(tmp_path, f"{busy}; wait; {log_step(1)}", "--steps", "1", "--stall-timeout", "3")
+    code, stderr, seconds = finish(process)
+    assert code == 0, stderr
+    assert seconds > 6 and "died" not in stderr
+
+
+def test_a_ray_worker_still_titled_idle_that_sleeps_is_a_stall_named_as_such(tmp_path):
+    process = start(tmp_path, f"{IDLE_WORKER.format(command='sleep 600')}; wait; {log_step(1)}", "--steps", "1",
+                    "--stall-timeout", "3")
+    worker = int(wait_for(tmp_path / "worker.pid"))
+    code, stderr, seconds = finish(process)
+    assert code == 1 and seconds < 20
+    assert "step 1 of 1 made no progress for 3 s (no step logged and its processes idle; STALL_TIMEOUT)" in stderr
+    assert "died" not in stderr
+    assert_gone([worker])
+
+
+def pinned_hog(cpu: int) -> subprocess.Popen:
+    """A busy process outside the run, on one CPU; started from the test's session, as the run is, so that the
+    kernel weighs the two against each other (autogroups share a CPU between sessions first)."""
+    return subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+
+
+def test_a_run_starved_of_cpu_by_other_work_is_slow_not_stalled(tmp_path):
+    # Before: a run whose processes got almost no CPU because other work held it (Ray nices its workers to 15, so
+    # two busy processes of the user's shell left its actors about 3% of a core) used less than WORKING_CORES and
+    # was stopped as stalled while it wanted the CPU all along. Here a process of the run on the hog's CPU, at the
+    # lowest priority (SCHED_IDLE), spins for 8 s of wall-clock time.
+    cpu = min(os.sched_getaffinity(0))
+    starved = (f"{sys.executable} -c 'import os, time; os.sched_setaffinity(0, {{{cpu}}}); "
+               "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)); end = time.monotonic() + 8\n"
+               "while time.monotonic() < end: pass'")
+    hog = pinned_hog(cpu)
+    try:
+        process = start(tmp_path, f"{IDLE_WORKER.format(command=starved)}; wait; {log_step(1)}", "--steps", "1",
+                        "--stall-timeout", "3")
+        code, stderr, seconds = finish(process)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert code == 0, stderr
+    assert seconds > 8
+
+
+def test_a_waiting_run_whose_threads_wake_often_beside_busy_work_is_still_a_stall(tmp_path):
+    # The run's threads wake up now and then while it waits (Ray's and vLLM's event loops: a hung CPU run's 608
+    # threads used 0.13 cores), and beside busy work each wake-up waits for a CPU: together they wait more than
+    # WORKING_CORES, but no one thread wants a CPU most of the time. 200 threads waking every 20 ms, on a hog's CPU
+    # (measured: 0.08 cores of CPU, 0.68 core-seconds a second running or runnable in all, 0.5% for the busiest).
+    cpu = min(os.sched_getaffinity(0))
+    wakers = (f"{sys.executable} -c 'import os, threading, time; os.sched_setaffinity(0, {{{cpu}}})\n"
+              "def wake():\n    while True: time.sleep(0.02)\n"
+              "[threading.Thread(target=wake, daemon=True).start() for _ in range(200)]\ntime.sleep(600)'")
+    hog = pinned_hog(cpu)
+    try:
+        process = start(tmp_path, f"{IDLE_WORKER.format(command=wakers)}; wait; {log_step(1)}", "--steps", "1",
+                        "--stall-timeout", "3")
+        code, stderr, seconds = finish(process)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert code == 1 and seconds < 30
+    assert "step 1 of 1 made no progress for 3 s (no step logged and its processes idle; STALL_TIMEOUT)" in stderr
+
+
+def test_a_kernel_that_does_not_report_cpu_waits_is_said_once(tmp_path):
+    # Without /proc/<pid>/task/<tid>/schedstat only CPU time counts, and the run says so rather than judge quietly
+    # (a process of its own: the supervisor makes itself a subreaper)
+    absent = str(tmp_path / "absent" / "{pid}" / "{tid}")
+    script = (f"import sys; from gdpo_verl.verl_adapter import supervise; supervise.SCHEDSTAT = {absent!r}; "
+              "sys.exit(supervise.main(sys.argv[1:]))")
+    result = subprocess.run(
+        [sys.executable, "-c", script, "--log", str(tmp_path / "run.log"), "--metrics", str(tmp_path / "metrics.jsonl"),
+         "--steps", "1", "--poll", "0.2", "--", "bash", "-c", log_step(1)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("this kernel does not report how long a thread waits for a CPU") == 1
+    assert "give it a larger STALL_TIMEOUT here" in (tmp_path / "run.log").read_text()
+
+
+def test_work_outside_the_run_is_not_the_run_s(tmp_path):
+    # a busy process the command did not start (another job on the machine) does not keep a waiting run alive
+    outsider = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        process = start(tmp_path, f"{log_step(1)}; sleep 600", "--steps", "2", "--stall-timeout", "3")
+        code, stderr, seconds = finish(process)
+    finally:
+        outsider.kill()
+        outsider.wait()
+    assert code == 1 and seconds < 20
+    assert "step 2 of 2 made no progress for 3 s" in stderr
+
+
 def test_a_step_that_works_past_the_step_timeout_is_stopped(tmp_path):
     process = start(tmp_path, f"{BUSY_ENGINE}; {log_step(1)}; sleep 600", "--steps", "2", "--stall-timeout", "3",
                     "--step-timeout", "6")
