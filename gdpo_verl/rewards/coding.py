@@ -38,18 +38,19 @@ Output comparison: line by line after trailing whitespace is stripped and traili
 that, token by token (whitespace-separated): equal text, or where the expected token is a decimal number with a
 point or an exponent, a number within ``1e-6`` absolute or relative (an expected integer is matched exactly).
 Nothing looser (no set or order-free comparison, unlike verl's prime_code). A call-based result: ``same_value``.
+Numbers are compared exactly as written, at any size (never through a float), and nothing a program prints makes
+the reward raise: a result line that is not a JSON value the reader takes fails its test case.
 """
 
 from __future__ import annotations
 
+import decimal
 import json
 import logging
-import math
 import numbers
 import os
 import re
 import secrets
-import signal
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -57,7 +58,7 @@ from typing import Any
 
 from gdpo_verl.core.checks import finite_number, whole_number
 from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, answer_part, response_length
-from gdpo_verl.rewards.sandbox import ERROR, MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox
+from gdpo_verl.rewards.sandbox import MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox
 from gdpo_verl.rewards.sandbox_fusion import FUSION, SETTINGS, FusionSandbox, FusionSettings
 
 logger = logging.getLogger("gdpo_verl")
@@ -65,10 +66,10 @@ logger = logging.getLogger("gdpo_verl")
 OBJECTIVES = (2, 3)
 LIMIT_OPTIONS = ("wall_s", "cpu_s", "memory_mb", "processes", "file_mb", "output_kb")
 OPTIONS = ("max_length", "objectives", "think", "pass_rate_weight", "length_weight", "no_bug_weight", "sandbox",
-           "python", "stop_after_timeouts", *LIMIT_OPTIONS)
+           "python", "isolation", "stop_after_timeouts", *LIMIT_OPTIONS)
 SANDBOXES = (*MODES, FUSION)
 # Limits a Sandbox Fusion request has no field for (memory is verl's reward.sandbox_fusion.memory_limit_mb there).
-NOT_REMOTE = ("cpu_s", "memory_mb", "processes", "file_mb", "python")
+NOT_REMOTE = ("cpu_s", "memory_mb", "processes", "file_mb", "python", "isolation")
 WHERE = "reward.custom_reward_function.reward_kwargs"
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -78,6 +79,8 @@ _FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)```", re.DOTALL | re.
 # the solution printed). A run that exits 0 without that line (the solution ended the process) is not clean.
 _CALL_HARNESS = '''
 import json, sys
+if hasattr(sys, "set_int_max_str_digits"):
+    sys.set_int_max_str_digits(0)  # an honest result may be an integer of any length
 _args = json.loads(sys.stdin.read())
 _source = open("solution.py").read()
 _namespace = {"__name__": "solution"}
@@ -117,26 +120,30 @@ class CodingReward:
 
     def close(self) -> None:
         with self._lock:
-            pools = [pool for _, pool in self._sandboxes.values()]
-        for pool in pools:
+            made = list(self._sandboxes.values())
+        for runner, pool in made:
             pool.shutdown(wait=True)
+            if isinstance(runner, Sandbox):
+                runner.close()
 
     def prepare(self, sandbox: str = "local", python: str | None = None, sandbox_fusion: Any = None,
                 **options: Any) -> None:
         """Make and check the sandbox that calls with these reward_kwargs will use (the "gdpo_verl" reward manager
         does it when it starts, before any program runs); raises ``SandboxUnavailable`` naming the problem."""
         limits = Limits(**{name: options[name] for name in LIMIT_OPTIONS if name in options})
-        self.sandbox(sandbox, python, limits, sandbox_fusion, given=set(options) | ({"python"} if python else set()))
+        self.sandbox(sandbox, python, limits, sandbox_fusion, given=set(options) | ({"python"} if python else set()),
+                     isolation=options.get("isolation", "strict"))
 
     def sandbox(self, mode: str = "local", python: str | None = None, limits: Limits | None = None,
-                sandbox_fusion: Any = None, given: set[str] = frozenset()) -> Sandbox | FusionSandbox:
+                sandbox_fusion: Any = None, given: set[str] = frozenset(),
+                isolation: str = "strict") -> Sandbox | FusionSandbox:
         """The sandbox of these settings, made and checked (``check``) on first use. ``sandbox_fusion``: verl's
         ``reward.sandbox_fusion`` settings, for ``mode="fusion"`` only; ``given``: the options set explicitly (in
-        that mode, a limit Sandbox Fusion cannot apply is refused, not ignored)."""
-        return self._sandbox(mode, python, limits, sandbox_fusion, given)[0]
+        that mode, a limit Sandbox Fusion cannot apply is refused, not ignored); ``isolation``: see ``Sandbox``."""
+        return self._sandbox(mode, python, limits, sandbox_fusion, given, isolation)[0]
 
     def _sandbox(self, mode: str, python: str | None, limits: Limits | None, sandbox_fusion: Any,
-                 given: set[str]) -> tuple[Sandbox | FusionSandbox, ThreadPoolExecutor]:
+                 given: set[str], isolation: str = "strict") -> tuple[Sandbox | FusionSandbox, ThreadPoolExecutor]:
         if mode not in SANDBOXES:
             raise ValueError(f"{WHERE}.sandbox must be one of {SANDBOXES} ('none': limits without isolation, for "
                              f"trusted machines only; 'fusion': a Sandbox Fusion server at {SETTINGS}.url); got "
@@ -157,10 +164,11 @@ class CodingReward:
             raise ValueError(f"{SETTINGS}.url is set but {WHERE}.sandbox is {mode!r}: programs would not run there. "
                              f"Set {WHERE}.sandbox=fusion to use the server, or unset {SETTINGS}.url.")
         limits = limits or Limits()
-        key = (mode, python, limits, fusion)
+        key = (mode, python, limits, fusion, isolation)
         with self._lock:
             if key not in self._sandboxes:
-                runner = FusionSandbox(fusion, limits) if fusion else Sandbox(mode, limits, python, slots=self.workers)
+                runner = FusionSandbox(fusion, limits) if fusion else Sandbox(mode, limits, python, slots=self.workers,
+                                                                             isolation=isolation)
                 runner.check()
                 self._sandboxes[key] = (runner, ThreadPoolExecutor(runner.slots, thread_name_prefix="gdpo-coding"))
             return self._sandboxes[key]
@@ -189,7 +197,7 @@ class CodingReward:
         "gdpo_verl" reward manager passes them from the config. ``stop_after_timeouts``: once this many of the
         response's test cases ran out of time, its test cases not yet started are not run and fail (0: run all)."""
         where = WHERE
-        unknown = sorted(set(kwargs) - set(VERL_KWARGS) - set(LIMIT_OPTIONS))
+        unknown = sorted(set(kwargs) - set(VERL_KWARGS) - set(LIMIT_OPTIONS) - {"isolation"})
         if unknown:
             raise ValueError(f"unknown {where} {unknown}; the options are {', '.join(OPTIONS)}.")
         whole_number(max_length, f"{where}.max_length (tokens)", minimum=1)
@@ -204,7 +212,7 @@ class CodingReward:
         tokens = response_length(extra_info)
         cases = parse_tests(ground_truth)
         runner, pool = self._sandbox(sandbox, python, limits, sandbox_fusion,
-                                     set(kwargs) | ({"python"} if python else set()))
+                                     set(kwargs) | ({"python"} if python else set()), kwargs.get("isolation", "strict"))
         code = extract_code(solution_str, think)
 
         result = {"response_length": float(tokens), "test_cases": float(len(cases.inputs)),
@@ -224,21 +232,17 @@ class CodingReward:
             return {**result, **zero, "verify_failed": 1.0}
         passed = sum(matched for _, matched, _ in outcomes)
         clean = all(ran_clean for _, _, ran_clean in outcomes) and len(outcomes) == len(ran)
-        timeouts = sum(out_of_time(outcome, runner.mode) for outcome, _, _ in outcomes)
+        timeouts = sum(out_of_time(outcome) for outcome, _, _ in outcomes)
         result["tests_not_run"] = float(len(ran) - len(outcomes))
         return _scored(result, passed=passed, clean=clean, timeouts=timeouts, short=tokens <= max_length,
                        weights=weights, objectives=objectives)
 
 
-def out_of_time(outcome: Outcome, mode: str) -> bool:
-    """The run hit the wall clock, or, in a sandbox of ours (``mode`` local or none), the CPU limit (the kernel's
-    SIGXCPU at ``cpu_s``, SIGKILL a second later). A Sandbox Fusion run has no CPU limit: only its timeout counts."""
-    if outcome.status == TIMEOUT:
-        return True
-    return mode != FUSION and outcome.status == ERROR and outcome.exit_code in _CPU_LIMIT_CODES
-
-
-_CPU_LIMIT_CODES = (128 + signal.SIGXCPU, 128 + signal.SIGKILL)
+def out_of_time(outcome: Outcome) -> bool:
+    """The run hit its wall clock or its CPU limit (``TIMEOUT``): in a sandbox of ours both are measured by the host,
+    whatever the program did on the way (a program that catches SIGXCPU and exits 0 is out of time); a Sandbox
+    Fusion run has no CPU limit, only its timeout."""
+    return outcome.status == TIMEOUT
 
 
 class _Stop:
@@ -255,7 +259,7 @@ class _Stop:
             if self.limit and self.count >= self.limit:
                 return None
         entry = _run_case(runner, code, cases, case)
-        if out_of_time(entry[0], runner.mode):
+        if out_of_time(entry[0]):
             with self._lock:
                 self.count += 1
         return entry
@@ -303,8 +307,17 @@ def parse_tests(ground_truth: Any) -> Cases:
     if not isinstance(fn_name, str) or not fn_name.isidentifier():
         raise ValueError(f"{what}: fn_name must be a Python identifier; got {fn_name!r}.")
     arguments = [_arguments(value, what) for value in inputs]
-    expected = [json.loads(value) if isinstance(value, str) else value for value in outputs]
+    expected = [_expected(value, what) for value in outputs]
     return Cases(arguments, expected, fn_name)
+
+
+def _expected(value: Any, what: str) -> Any:
+    if not isinstance(value, str):
+        return value
+    read = read_json(value)
+    if read is UNREADABLE:
+        raise ValueError(f"{what}: a call-based output is not a JSON value: {value[:100]!r}.")
+    return read
 
 
 def _arguments(value: Any, what: str) -> list:
@@ -337,24 +350,56 @@ def _run_case(runner: Sandbox, code: str, cases: Cases, case: int) -> tuple[Outc
     line = next((line for line in reversed(outcome.stdout.splitlines()) if line.startswith(marker)), None)
     if outcome.status != OK or line is None:
         return outcome, False, False
-    try:
-        value = json.loads(line[len(marker):])
-    except json.JSONDecodeError:  # a result JSON cannot hold (nan is written, but bytes or sets are refused)
-        return outcome, False, True
-    expected = cases.outputs[case]
+    return outcome, call_passed(line[len(marker):], cases.outputs[case]), True
+
+
+def call_passed(result: str, expected: Any) -> bool:
+    """Whether a call-based test case passed: ``result`` is the program's result line after the marker, whatever it
+    holds (a result JSON cannot hold, such as bytes or a set, was refused in the sandbox; one this reader does not
+    take, nested past the parser's depth or not JSON at all, fails). Also passes: the expected value wrapped in a
+    one-element list (as some datasets store it)."""
+    value = read_json(result)
+    if value is UNREADABLE:
+        return False
     wrapped = isinstance(expected, list) and len(expected) == 1 and same_value(value, expected[0])
-    return outcome, same_value(value, expected) or wrapped, True
+    return same_value(value, expected) or wrapped
+
+
+class Digits(str):
+    """A JSON integer longer than Python converts from text (``sys.get_int_max_str_digits``), kept as its text:
+    compared with other integers exactly, as text."""
+
+
+UNREADABLE = object()  # read_json: not a JSON value this reader takes
+
+
+def read_json(text: str) -> Any:
+    """A JSON value, its integers exact at any length (``Digits`` past Python's limit), or ``UNREADABLE`` when it is
+    not JSON or nests deeper than the parser goes (a RecursionError, caught here and nowhere else)."""
+    try:
+        return json.loads(text, parse_int=_integer)
+    except (ValueError, RecursionError):  # json.JSONDecodeError is a ValueError
+        return UNREADABLE
+
+
+def _integer(text: str) -> int | Digits:
+    try:
+        return int(text)
+    except ValueError:  # more digits than int() converts from text
+        return Digits(text)
 
 
 def same_value(value: Any, expected: Any) -> bool:
-    """A call-based result against the expected JSON value: a bool only equals a bool, integers exactly, floats
-    within 1e-6 (absolute or relative), a tuple as a list, lists and dicts element by element."""
+    """A call-based result against the expected JSON value: a bool only equals a bool; an integer only equals the
+    same integer (a float never answers an integer: ``2.0`` is not ``2``); a float is answered by a float or an
+    integer within 1e-6 (absolute or relative); a tuple as a list, lists and dicts element by element. Numbers are
+    compared exactly, at any size, never through a float."""
     if isinstance(value, bool) or isinstance(expected, bool):
         return isinstance(value, bool) and isinstance(expected, bool) and value == expected
-    if isinstance(value, numbers.Number) and isinstance(expected, numbers.Number):
-        if isinstance(value, int) and isinstance(expected, int):
-            return value == expected
-        return _close(float(value), float(expected))
+    if _is_number(value) and _is_number(expected):
+        if _is_integer(expected):
+            return _is_integer(value) and _same_integer(value, expected)
+        return _close(value, expected)
     if isinstance(value, (list, tuple)) and isinstance(expected, list):
         return len(value) == len(expected) and all(map(same_value, value, expected))
     if isinstance(value, dict) and isinstance(expected, dict):
@@ -383,11 +428,45 @@ def _same_token(token: str, wanted: str) -> bool:
         return True
     if _INTEGER.fullmatch(wanted) or not (_DECIMAL.fullmatch(wanted) and _DECIMAL.fullmatch(token)):
         return False
-    return _close(float(token), float(wanted))
+    return _close(token, wanted)
 
 
-def _close(value: float, target: float) -> bool:
-    return math.isfinite(value) and math.isfinite(target) and math.isclose(value, target, rel_tol=1e-6, abs_tol=1e-6)
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (numbers.Number, Digits)) and not isinstance(value, complex)
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, (int, Digits))
+
+
+def _same_integer(value: int | Digits, expected: int | Digits) -> bool:
+    if isinstance(value, int) and isinstance(expected, int):
+        return value == expected
+    # a Digits has more digits than any int converts to text, so it equals only the same Digits
+    return isinstance(value, Digits) and isinstance(expected, Digits) and value == expected
+
+
+# Decimal arithmetic wide enough for any number a program prints: exact conversions, no overflow, no exception.
+_NUMBERS = decimal.Context(prec=60, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
+
+
+def _close(value: Any, target: Any) -> bool:
+    """|value - target| <= 1e-6 * max(1, |value|, |target|) (``math.isclose`` with 1e-6 relative and absolute), in
+    exact decimal arithmetic: numbers of any size or text, never through a float. Not finite: never close."""
+    a, b = _NUMBERS.create_decimal(_text_or_number(value)), _NUMBERS.create_decimal(_text_or_number(target))
+    if not (a.is_finite() and b.is_finite()):
+        return False
+    scale = _NUMBERS.max(_NUMBERS.max(_NUMBERS.abs(a), _NUMBERS.abs(b)), _ONE)
+    return _NUMBERS.abs(_NUMBERS.subtract(a, b)) <= _NUMBERS.multiply(scale, _TOLERANCE)
+
+
+_ONE, _TOLERANCE = decimal.Decimal(1), decimal.Decimal("1e-6")
+
+
+def _text_or_number(number: Any) -> str | int | float | decimal.Decimal:
+    """What ``create_decimal`` takes: a Digits as its text, anything else as it is (an int of any size converts
+    without text; a float exactly)."""
+    return str(number) if isinstance(number, str) else number
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,

@@ -31,11 +31,13 @@ the fix when it cannot: callers do it before any model is loaded.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import platform
 import queue
 import random
+import select
 import selectors
 import shutil
 import signal
@@ -49,6 +51,7 @@ import time
 from dataclasses import dataclass
 
 MODES = ("local", "none")
+ISOLATIONS = ("strict", "relaxed")
 
 # A run's outcome.
 OK = "ok"                       # the program exited 0 within every limit
@@ -66,10 +69,16 @@ _UID_BLOCKS = 131_072
 
 # The seccomp filter: syscalls refused with EPERM, per architecture (audit arch, syscall numbers).
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# Classes of kernel objects whose memory no resource limit of the run counts, refused whole (a program that solves a
+# problem never needs them): shared memory and message queues (shmget, shmat, shmctl, msgget, mq_open,
+# memfd_create); sockets (socket, socketpair: the sandbox has no network, and a socket's queue of 1-byte messages
+# holds megabytes of kernel memory: measured 13 MB per socket pair where net.core.wmem_max is 4 MB); io_uring
+# (io_uring_setup, _enter, _register: its operations, sockets included, are not system calls a filter sees);
+# filesystem watches (inotify_init, inotify_init1, fanotify_init: about 1 KB of kernel memory per watch, up to the
+# kernel's per-user limit of watches, 192,536 on the test machine).
 _REFUSED_SYSCALLS = {
-    # shmget, shmat, shmctl, msgget, mq_open, memfd_create
-    "x86_64": (29, 30, 31, 68, 240, 319),
-    "aarch64": (194, 196, 195, 186, 180, 279),
+    "x86_64": (29, 30, 31, 68, 240, 319, 41, 53, 425, 426, 427, 253, 294, 300),
+    "aarch64": (194, 196, 195, 186, 180, 279, 198, 199, 425, 426, 427, 26, 262),
 }
 
 
@@ -186,9 +195,16 @@ class Sandbox:
     """
 
     def __init__(self, mode: str = "local", limits: Limits | None = None, python: str | None = None,
-                 slots: int = 1) -> None:
+                 slots: int = 1, isolation: str = "strict") -> None:
         if mode not in MODES:
             raise ValueError(f"sandbox mode must be one of {', '.join(MODES)}; got {mode!r}.")
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"the coding reward's isolation must be one of {', '.join(ISOLATIONS)}; got "
+                             f"{isolation!r}.")
+        self.isolation = isolation
+        self._work: _WorkDirs | None = None  # strict isolation: a /work of each run's own, mounted here
+        self._work_lock = threading.Lock()
+        self._work_error = ""
         if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= _SLOTS_PER_BLOCK:
             raise ValueError(f"sandbox slots must be a whole number from 1 to {_SLOTS_PER_BLOCK}; got {slots!r}.")
         self.mode = mode
@@ -214,6 +230,9 @@ class Sandbox:
         def unavailable(problem: str) -> SandboxUnavailable:
             return SandboxUnavailable(f"sandbox on node {node}: {problem}")
 
+        refusal = self._refusal()
+        if refusal:
+            raise unavailable(refusal)
         if not os.path.isfile(self.python) or not os.access(self.python, os.X_OK):
             raise unavailable(f"the interpreter {self.python} is not an executable file; set the coding reward's "
                               "python option to one that is.")
@@ -248,6 +267,39 @@ class Sandbox:
                               f"{(outcome.why or outcome.stderr)[-300:]!r}; check that {self.python} runs and that "
                               f"the limits ({self.limits}) leave it room to start.")
 
+    def _refusal(self) -> str:
+        """Why this node cannot give the runs strict isolation (empty: it can, or relaxed isolation was asked for).
+        Strict: each run under a user id of its own (so per-user kernel quotas are its own) and with a /work
+        mounted by this process with a bound on its files as well as its size; both need root, the second
+        CAP_SYS_ADMIN (a tmpfs that bubblewrap mounts has no bound on its number of files, and each file holds
+        kernel memory: measured, 1.3 million directories, 1 GB, in 8 s)."""
+        if self.mode != "local" or self.isolation == "relaxed":
+            return ""
+        fix = ("or use sandbox=fusion; or set the coding reward's isolation=relaxed to accept this (docs/coding.md, "
+               "\"Isolation\")")
+        if not self._root:
+            return (f"this process runs as user id {os.getuid()}, not root: every run would be under that user id "
+                    "and share its per-user kernel quotas with the trainer (processes and threads, pipe buffers, "
+                    "keys), so one program could exhaust them, and the runs' /work could not be bounded in files. "
+                    f"Run the reward workers as root (each run then gets a user id of its own), {fix}")
+        with self._work_lock:
+            if self._work is None and not self._work_error:
+                try:
+                    self._work = _WorkDirs(self.slots, self.limits.file_mb)
+                except OSError as error:
+                    self._work_error = str(error)
+        if self._work_error:
+            return (f"this process (root) cannot mount a tmpfs ({self._work_error}), so the runs' /work would have no "
+                    "bound on its number of files (each holds kernel memory outside every limit). Give the reward "
+                    f"workers CAP_SYS_ADMIN (a container: --cap-add SYS_ADMIN), {fix}")
+        return ""
+
+    def close(self) -> None:
+        """Remove this sandbox's mount points (strict isolation); call when no run is under way."""
+        if self._work is not None:
+            self._work.remove()
+            self._work = None
+
     def _installation(self) -> str:
         return os.path.dirname(os.path.dirname(self.python))
 
@@ -256,6 +308,9 @@ class Sandbox:
     def run(self, code: str, stdin: str, argv: tuple[str, ...] = ()) -> Outcome:
         """Run the Python program ``code`` with ``stdin`` as its standard input (and ``argv`` as its arguments)."""
         waited = time.monotonic()
+        refusal = self._refusal()
+        if refusal:
+            return Outcome(UNAVAILABLE, None, "", "", 0.0, refusal)
         try:
             slot = self._slots.get(timeout=self.limits.wall_s)
         except queue.Empty:
@@ -272,12 +327,15 @@ class Sandbox:
         uid = self._uid_base + slot if self._root else None
         workdir = None
         fds: list[int] = []
+        work = None
         try:
             if self.mode == "local":
+                if self._work is not None:
+                    work = self._work.mount(slot, uid)
                 program, filter_fd = _memfd("program", code), _memfd("seccomp", seccomp_filter(self._machine))
                 status_read, status_write = os.pipe()
                 fds += [program, filter_fd, status_read, status_write]
-                command = self._bwrap_command(program, filter_fd, status_write, argv)
+                command = self._bwrap_command(program, filter_fd, status_write, argv, work)
                 pass_fds, cwd, env = (program, filter_fd, status_write), None, None
             else:
                 workdir = tempfile.mkdtemp(prefix="gdpo-sandbox-")
@@ -297,24 +355,36 @@ class Sandbox:
                 os.close(fd)
             if workdir is not None:
                 shutil.rmtree(workdir)
+            if work is not None:
+                self._work.unmount(slot)
             return Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started, f"could not start a run: {error}")
-        status = b""
+        try:
+            run = _Run(process, status_read)
+        except OSError as error:  # no pidfd_open: Linux before 5.3
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            for fd in fds:
+                os.close(fd)
+            if work is not None:
+                self._work.unmount(slot)
+            return Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started,
+                           f"this kernel cannot give a pidfd of a run (Linux 5.3 or newer is needed): {error}")
         try:
             if self.mode == "local":
                 for fd in (program, filter_fd, status_write):
                     os.close(fd)
-            stdout, stderr, stopped = self._talk(process, stdin, started + self.limits.wall_s)
+            stdout, stderr, stopped = self._talk(run, stdin, started + self.limits.wall_s)
         finally:
-            self._kill(process, uid)
-            if status_read is not None:
-                status = _read_all(status_read)
-                os.close(status_read)
+            cpu = self._end(run, uid, stopped_by_host=run.process.returncode is None)
             if workdir is not None:
                 shutil.rmtree(workdir)
-        return self._outcome(process.returncode, status, stdout, stderr, stopped, time.monotonic() - started)
+            if work is not None:
+                self._work.unmount(slot)
+        return self._outcome(process.returncode, run.status, stdout, stderr, stopped, cpu,
+                             time.monotonic() - started)
 
     def _outcome(self, code: int | None, status: bytes, stdout: bytes, stderr: bytes, stopped: str | None,
-                 seconds: float) -> Outcome:
+                 cpu: float, seconds: float) -> Outcome:
         out, err = stdout.decode("utf-8", "replace"), stderr[-4000:].decode("utf-8", "replace")
         if self.mode == "local" and stopped is None and _exit_code(status) is None:
             # bubblewrap reports the exit of a program it started; none: the sandbox failed, not the program
@@ -324,6 +394,11 @@ class Sandbox:
             return Outcome(TIMEOUT, None, out, err, seconds, f"still running after {self.limits.wall_s:g} s")
         if stopped == OUTPUT_LIMIT:
             return Outcome(OUTPUT_LIMIT, None, out, err, seconds, f"wrote more than {self.limits.output_kb} KB")
+        if cpu >= self.limits.cpu_s:
+            # measured here, whatever the program did on the way (caught SIGXCPU and exited 0, spread its work over
+            # processes of its own): past its CPU limit, a run is out of time
+            return Outcome(TIMEOUT, None, out, err, seconds,
+                           f"used {cpu:.2f} s of CPU; the limit is {self.limits.cpu_s} s")
         if self.mode == "local":
             code = _exit_code(status)  # the program's, as bubblewrap reports it (128 + signal when killed)
         elif code is not None and code < 0:
@@ -332,7 +407,8 @@ class Sandbox:
             return Outcome(OK, 0, out, err, seconds)
         return Outcome(ERROR, code, out, err, seconds, _why(code))
 
-    def _bwrap_command(self, program: int, filter_fd: int, status: int, argv: tuple[str, ...]) -> list[str]:
+    def _bwrap_command(self, program: int, filter_fd: int, status: int, argv: tuple[str, ...],
+                       work: str | None) -> list[str]:
         prefix = self._installation()
         mounts = ["--ro-bind", "/usr", "/usr"]
         for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -343,16 +419,22 @@ class Sandbox:
                 mounts += ["--ro-bind", path, path]
         if not prefix.startswith("/usr"):
             mounts += ["--ro-bind", prefix, prefix]
-        size = str(self.limits.file_mb * 2**20)
+        # /work: the tmpfs mounted here for this run (strict isolation: bounded in size and in files), else one that
+        # bubblewrap mounts (bounded in size only)
+        writable = (["--bind", work, "/work"] if work
+                    else ["--size", str(self.limits.file_mb * 2**20), "--tmpfs", "/work"])
         return [
             # --as-pid-1: the program is its pid namespace's first process, so when it ends the kernel ends every
             # process it left; and no bubblewrap process outlives the run (its own first process, without this, is
             # orphaned at the end and stays a zombie on a host whose pid 1 reaps nothing, as in many containers)
-            self.bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            # --disable-userns: no user namespace inside, so no mount, tmpfs or network of the program's own (a
+            # tmpfs of its own would hold memory outside every limit)
+            self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--as-pid-1", "--die-with-parent",
+            "--new-session", "--cap-drop", "ALL",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/work",
             "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONIOENCODING", "utf-8",
             *mounts, "--proc", "/proc", "--dev", "/dev",
-            "--size", size, "--tmpfs", "/work", "--symlink", "/work", "/tmp", "--chdir", "/work",
+            *writable, "--symlink", "/work", "/tmp", "--chdir", "/work",
             "--file", str(program), "/work/main.py", "--remount-ro", "/dev", "--remount-ro", "/",
             "--seccomp", str(filter_fd), "--json-status-fd", str(status),
             "--", self.python, "-I", "-B", "main.py", *argv,
@@ -372,12 +454,15 @@ class Sandbox:
         if shared_user:
             processes = self._tasks.count() + self.slots * processes
         memory, size = limits.memory_mb * 2**20, limits.file_mb * 2**20
+        # 64 descriptors: each can hold kernel memory (a pipe, up to 1 MB) that no other limit counts
         return [self.prlimit, f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}", f"--as={memory}:{memory}",
-                f"--fsize={size}:{size}", "--nofile=256:256", "--core=0:0", f"--nproc={processes}:{processes}", "--"]
+                f"--fsize={size}:{size}", "--nofile=64:64", "--memlock=0:0", "--core=0:0",
+                f"--nproc={processes}:{processes}", "--"]
 
-    def _talk(self, process: subprocess.Popen, data: bytes, deadline: float) -> tuple[bytes, bytes, str | None]:
-        """Feed stdin and read stdout and stderr (up to output_kb each) without blocking, until the program closes
-        its output and exits, or a bound."""
+    def _talk(self, run: _Run, data: bytes, deadline: float) -> tuple[bytes, bytes, str | None]:
+        """Feed stdin and read stdout and stderr (up to output_kb each) and bubblewrap's status without blocking,
+        until the program closes its output and exits, or a bound."""
+        process = run.process
         cap = self.limits.output_kb * 1024
         out, err = process.stdout.fileno(), process.stderr.fileno()
         chunks: dict[int, list[bytes]] = {out: [], err: []}
@@ -392,6 +477,8 @@ class Sandbox:
         with selectors.DefaultSelector() as selector:
             selector.register(out, selectors.EVENT_READ)
             selector.register(err, selectors.EVENT_READ)
+            if run.status_fd is not None:
+                selector.register(run.status_fd, selectors.EVENT_READ)
             if data:
                 selector.register(feed, selectors.EVENT_WRITE)
             else:
@@ -414,6 +501,11 @@ class Sandbox:
                             process.stdin.close()
                         continue
                     block = os.read(key.fd, 65536)
+                    if key.fd == run.status_fd:
+                        if not block:
+                            selector.unregister(key.fd)
+                        run.read_status(block)
+                        continue
                     if not block:
                         selector.unregister(key.fd)
                         reading.discard(key.fd)
@@ -422,25 +514,150 @@ class Sandbox:
                     sizes[key.fd] += len(block)
                     if sizes[key.fd] > cap:
                         return result(OUTPUT_LIMIT)
-        try:
-            process.wait(timeout=max(deadline - time.monotonic(), 0))
-        except subprocess.TimeoutExpired:  # closed its output but kept running
+        # closed its output: bubblewrap (or the program, without a sandbox) has exited, or is about to
+        if not run.reap(max(deadline - time.monotonic(), 0)):  # closed its output but kept running
             return result(TIMEOUT)
         return result(None)
 
-    def _kill(self, process: subprocess.Popen, uid: int | None) -> None:
-        """End the run and everything it started (idempotent). In local mode the kernel ends the program's pid
-        namespace with it; without a sandbox, a run under a user id of its own is ended whole by that id."""
-        if process.poll() is None:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        process.wait()
-        if self.mode == "none" and uid is not None:
-            _kill_user(uid)
-        for stream in (process.stdin, process.stdout, process.stderr):
+    def _end(self, run: _Run, uid: int | None, stopped_by_host: bool) -> float:
+        """End the run and everything it started, whatever the program did to its own signal settings, and return
+        the CPU seconds it used (the kernel's count for every process it ran and that ended with it).
+
+        In local mode the program is its pid namespace's first process: killed from here, through a pidfd of its
+        host pid (bubblewrap reports it), it takes every process of the namespace with it (the kernel's doing), and
+        bubblewrap, which collects it, exits; then bubblewrap is collected here, so nothing is left to a reaper up
+        the tree (no zombie under a parent that reaps nothing). Without a sandbox, the program's session is killed.
+        When this process is root, a run stopped here is then swept by its user id."""
+        process = run.process
+        if process.returncode is None:
+            if run.child is None and run.status_fd is not None:
+                run.read_status(_read_all(run.status_fd))  # the child's pid may be waiting there unread
+            if run.child is not None:
+                try:
+                    signal.pidfd_send_signal(run.child, signal.SIGKILL)
+                except ProcessLookupError:  # it ended meanwhile
+                    pass
+                run.reap(_TEARDOWN_S)
+            if process.returncode is None:  # bubblewrap did not end with its child, or no sandbox: its session
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                run.reap(None)
+        if uid is not None and (stopped_by_host or self.mode == "none"):
+            _kill_user(uid)  # without a sandbox, a program may leave processes in sessions of their own
+        run.close()
+        return run.cpu
+
+
+# Files and directories a run's /work may hold, under strict isolation (each holds about 1 KB of kernel memory).
+WORK_FILES = 4096
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+
+
+class _WorkDirs:
+    """Under strict isolation, each run's /work: a tmpfs this process (root, CAP_SYS_ADMIN) mounts for the run with
+    ``size`` and ``nr_inodes`` (bubblewrap's tmpfs takes a size only), owned by the run's user id, and unmounts after
+    it. One mount point per slot, in a directory of this sandbox's own; a trial mount at creation proves it works."""
+
+    def __init__(self, slots: int, file_mb: int) -> None:
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self.options = f"size={file_mb * 2**20},nr_inodes={WORK_FILES},mode=0700"
+        self.base = tempfile.mkdtemp(prefix="gdpo-sandbox-work-")
+        os.chmod(self.base, 0o711)  # the runs' user ids pass through it to their own mount point, and see nothing
+        for slot in range(slots):
+            os.mkdir(self._path(slot), 0o700)
+        try:
+            self.mount(0, os.getuid())
+            self.unmount(0)
+        except OSError:
+            shutil.rmtree(self.base)
+            raise
+
+    def _path(self, slot: int) -> str:
+        return os.path.join(self.base, str(slot))
+
+    def mount(self, slot: int, uid: int) -> str:
+        path = self._path(slot)
+        options = f"{self.options},uid={uid},gid={uid}".encode()
+        if self._libc.mount(b"tmpfs", path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"mount tmpfs on {path}: {os.strerror(error)}")
+        return path
+
+    def remove(self) -> None:
+        for slot in os.listdir(self.base):
+            os.rmdir(os.path.join(self.base, slot))
+        os.rmdir(self.base)
+
+    def unmount(self, slot: int) -> None:
+        path = self._path(slot)
+        if self._libc.umount2(path.encode(), _MNT_DETACH) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"unmount {path}: {os.strerror(error)}")
+
+
+# Seconds bubblewrap gets to collect its child once the host killed it: the kernel ends a pid namespace
+# asynchronously, and a program of hundreds of MB takes a moment to go.
+_TEARDOWN_S = 30.0
+
+
+class _Run:
+    """One started run: the process this host started (bubblewrap, or the program without a sandbox), a pidfd of
+    it, and, in local mode, bubblewrap's status pipe and a pidfd of the program (its child) once reported."""
+
+    def __init__(self, process: subprocess.Popen, status_fd: int | None) -> None:
+        self.process, self.status_fd = process, status_fd
+        self.pidfd = os.pidfd_open(process.pid)
+        self.child: int | None = None
+        self.status = b""
+        self.cpu = 0.0
+
+    def read_status(self, block: bytes) -> None:
+        """bubblewrap's JSON status lines: the first names the program's host pid (``child-pid``), the last its
+        exit (``exit-code``). A pidfd of the child is taken while bubblewrap, its parent, has not collected it, and
+        is kept only if the pid is still bubblewrap's child (its number not reused)."""
+        self.status += block
+        if self.child is not None or b"\n" not in self.status:
+            return
+        try:
+            pid = int(json.loads(self.status.split(b"\n", 1)[0])["child-pid"])
+            child = os.pidfd_open(pid)
+        except (ValueError, KeyError, TypeError, OSError):  # no such line, or the program has already gone
+            return
+        if _parent(pid) == self.process.pid:
+            self.child = child
+        else:
+            os.close(child)
+
+    def reap(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds (None: no bound) for the process to exit; collect it, with the CPU time
+        of every process it ran; whether it has exited."""
+        if self.process.returncode is not None:
+            return True
+        if timeout is not None and not select.select([self.pidfd], [], [], timeout)[0]:
+            return False
+        _, code, usage = os.wait4(self.process.pid, 0)
+        self.process.returncode = os.waitstatus_to_exitcode(code)
+        self.cpu = usage.ru_utime + usage.ru_stime
+        if self.status_fd is not None:
+            self.status += _read_all(self.status_fd)
+        return True
+
+    def close(self) -> None:
+        for fd in (self.pidfd, self.child, self.status_fd):
+            if fd is not None:
+                os.close(fd)
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             stream.close()  # unbuffered (bufsize=0): nothing left to flush into a closed pipe
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _memfd(name: str, data: bytes) -> int:

@@ -7,8 +7,13 @@ import sys
 
 import pytest
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gdpo_verl.rewards.coding import (
     CodingReward,
+    Digits,
+    call_passed,
     compute_score,
     extract_code,
     parse_tests,
@@ -73,6 +78,15 @@ def test_a_program_too_slow_for_its_inputs_stops_after_its_first_run_out_of_time
     assert result["pass_rate"] == pytest.approx(2 / 3) and result["tests_not_run"] == 0.0
     with pytest.raises(ValueError, match="stop_after_timeouts"):
         score(reward, loop, truth, stop_after_timeouts=-1)
+
+
+def test_a_program_that_catches_its_cpu_limit_is_out_of_time_and_stops_its_response(reward):
+    # Before: it exited 0 at SIGXCPU, was "clean" (no_bug 1), and every test case cost a full CPU limit
+    truth = json.dumps({"inputs": ["1\n"] * 8, "outputs": ["1\n"] * 8})
+    catcher = "import os, signal\nsignal.signal(signal.SIGXCPU, lambda *_: os._exit(0))\nwhile True:\n    pass"
+    result = score(reward, catcher, truth, cpu_s=1)
+    assert (result["pass_rate"], result["no_bug"]) == (0.0, 0.0)
+    assert 1 <= result["timeouts"] <= 2 and result["tests_not_run"] == 8 - result["timeouts"]
 
 
 def test_a_long_response_gets_no_length_reward(reward):
@@ -178,3 +192,65 @@ def test_compute_score_for_verl_makes_a_reward_for_the_call():
                            {"response_length": 10})
     assert result["pass_rate"] == 1.0
     assert compute_score.reward_class is CodingReward
+
+
+# ------------------------------------------------------------------------------------------ what a program prints
+
+# A solution that writes its own result line: the harness passes the line's marker as its second argument.
+def result_line(text: str) -> str:
+    return f"import sys\ndef add(a, b):\n    print(sys.argv[2] + {text})\n    sys.exit(0)"
+
+
+@pytest.mark.parametrize("program, truth", [
+    # a 5,000-digit integer (past Python's 4,300-digit limit on reading integers from text)
+    ("import sys\nsys.set_int_max_str_digits(0)\ndef add(a, b):\n    return 10 ** 5000", CALL),
+    (result_line("'[' * 100000"), CALL),  # nested past the JSON parser's depth
+    (result_line("'1' + '0' * 400"), json.dumps({"fn_name": "add", "inputs": ["1\n2"], "outputs": ["1.5"]})),
+    ("def add(a, b):\n    return 1.5", json.dumps({"fn_name": "add", "inputs": ["1\n2"], "outputs": [str(10**400)]})),
+    (result_line("'1e400'"), json.dumps({"fn_name": "add", "inputs": ["1\n2"], "outputs": ["2.5"]})),
+])
+def test_a_result_line_never_makes_the_reward_raise(reward, program, truth):
+    # Before: ValueError, RecursionError, OverflowError out of compute_score, which stopped the training step
+    result = score(reward, program, truth)
+    assert (result["pass_rate"], result["verify_failed"]) == (0.0, 0.0)
+
+
+def test_an_integer_is_answered_by_the_same_integer_only_at_any_size(reward):
+    # Before: float(2**60) answered 2**60 - 7 (both became the same float)
+    truth = json.dumps({"fn_name": "add", "inputs": ["1\n2"], "outputs": [str(2**60 - 7)]})
+    assert score(reward, "def add(a, b):\n    return float(2**60)", truth)["pass_rate"] == 0.0
+    assert score(reward, "def add(a, b):\n    return 2**60 - 7", truth)["pass_rate"] == 1.0
+    # an honest answer of 5,071 digits passes (the harness writes it whole; it is read and compared as text)
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        huge = str(7**6000)
+    finally:
+        sys.set_int_max_str_digits(limit)
+    truth = json.dumps({"fn_name": "add", "inputs": ["1\n2"], "outputs": [huge]})
+    assert score(reward, "def add(a, b):\n    return 7 ** 6000", truth)["pass_rate"] == 1.0
+    assert score(reward, "def add(a, b):\n    return 7 ** 6000 + 1", truth)["pass_rate"] == 0.0
+
+
+def test_numbers_compare_exactly_at_any_size_never_through_a_float():
+    big = "9" * 5000
+    assert same_value(Digits(big), Digits(big)) and not same_value(Digits(big), Digits("8" + big[1:]))
+    assert not same_value(Digits(big), 10**100) and not same_value(10**100, Digits(big))
+    assert not same_value(Digits(big), 1.5) and not same_value(1.5, 10**400) and not same_value(10**400, 1.5)
+    assert not same_value(float(2**60), 2**60 - 7) and not same_value(2.0, 2)
+    assert same_value(2, 2.0000001) and same_value(10**20, 1e20) and not same_value(10**20 + 10**15, 1e20)
+    assert call_passed(big, Digits(big)) and not call_passed("1e400", 1e308) and not call_passed("NaN", 1.0)
+    assert not same_output("2" + "0" * 400 + ".5", "1e400") and same_output("1" + "0" * 400 + ".5", "1e400")
+    assert same_output("10e399", "1e400")
+    assert not same_output("1e999999999999999999999", "1e999999999999999999999.5")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text() | st.binary().map(lambda raw: raw.decode("utf-8", "replace")),
+       st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3)))
+def test_any_result_line_or_output_gives_an_answer_never_an_exception(text, expected):
+    call_passed(text, expected)
+    call_passed("[" * 5000 + text, expected)
+    same_output(text, "1.5")
+    same_output(text, text[::-1])
