@@ -44,6 +44,21 @@ HOSTILE = [
     ("2^{2^{11}}", "2^{2048}"),  # correct; ran into the timeout before the checker evaluated integer towers
     ("2^{2^{2^{2^{2}}}}", "2^{65536}"),  # correct; 19,729 digits
     ("7 \\\\ 5", "5"),  # hedged: never correct
+    # hedges in spellings a list of separators did not know, and what the reader cannot place (never credited)
+    ("x=7 \\land x=5", "5"),
+    ("7 \\to 5", "5"),
+    ("{7 \\\\ 5}", "5"),
+    ("\\begin{cases} 7 \\\\ 5 \\end{cases}", "5"),
+    ("5 \\text{ (or 7)}", "5"),
+    ("5 \\lor 7 \\lor 9 \\lor 11 \\lor 13 \\lor 15", "5"),
+    # read as values and compared: correct answers a list of separators scored wrong, and close decimals
+    ("x=2 \\text{ or } x=3", "2, 3"),
+    ("2 \\text{ or } -2", "\\pm 2"),
+    ("x \\geq 3", "[3,\\infty)"),
+    ("x<1 \\text{ or } x>2", "(-\\infty,1)\\cup(2,\\infty)"),
+    ("\\textbf{(C)}\\ 5", "5"),
+    ("0.0000004", "0.0000001"),
+    ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}"),
 ]
 ORDINARY = ("\\frac{\\sqrt{3}}{2}", "\\frac{\\sqrt{3}}{2}")
 
@@ -77,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     reasons = _Reasons()
     logging.getLogger("gdpo_verl").addHandler(reasons)
     with MathLengthReward() as reward:
-        ordinary, _ = timed(reward, *ORDINARY, args.timeout_s, 1)  # starts the checker processes
+        reward.checker.start()  # every checker process ready, as in a training run after its first batch
+        timed(reward, *ORDINARY, args.timeout_s, reward.checker.workers)  # each process's first check
         ordinary, _ = timed(reward, *ORDINARY, args.timeout_s, args.repeats)
         print(f"{'seconds':>8}  correct  hedged  verify_failed  answer  (reason)")
         worst = 0.0

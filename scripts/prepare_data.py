@@ -101,13 +101,33 @@ def ground_truth(value: Any, multi_part: bool) -> str | None:
     return answer_text(value)
 
 
+def unreadable(answer: str) -> str | None:
+    """Why the math reward could not read ``answer`` (a gold as verl stores it) as values, or None: such a row
+    could never be scored (gdpo_verl/rewards/answers.py reads golds and answers alike)."""
+    from gdpo_verl.rewards.answer_guard import refusal
+    from gdpo_verl.rewards.answers import Unreadable, read
+    from gdpo_verl.rewards.math_length import parse_ground_truth
+
+    truth = parse_ground_truth(answer)
+    for text in truth.parts or truth.alternatives:
+        refused = refusal(text)
+        if refused is not None:
+            return refused
+        try:
+            read(text)
+        except Unreadable as error:
+            return str(error)
+    return None
+
+
 def convert(name: str, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Counter]:
-    """verl rows, a Counter of skip reasons (one per filter) and a Counter of notable kept rows."""
+    """verl rows, a Counter of skip reasons (one per filter) and a Counter of notable kept rows. A row whose gold
+    the math reward cannot read is named on stderr."""
     from gdpo_verl.rewards.math_length import last_boxed
 
     source = SOURCES[name]
     written, skipped, kept, seen = [], Counter(), Counter(), set()
-    for row in rows:
+    for number, row in enumerate(rows, start=1):
         if not isinstance(row, dict):
             skipped["not a JSON object"] += 1
             continue
@@ -120,6 +140,12 @@ def convert(name: str, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
         answer = last_boxed(raw) if field == "solution" and isinstance(raw, str) else ground_truth(raw, multi_part=name == "olympiadbench")
         if answer is None:
             skipped[f"no usable answer ({'/'.join(ANSWER_FIELDS)})"] += 1
+            continue
+        why = unreadable(answer)
+        if why is not None:
+            skipped["a gold answer the math reward cannot read"] += 1
+            print(f"prepare_data: {name} row {number}: the gold answer {answer[:80]!r} cannot be read as values "
+                  f"({why}); left out", file=sys.stderr)
             continue
         if source.role == "train" and question.strip() in seen:  # evaluation sets stay as published
             skipped["duplicate question"] += 1

@@ -8,8 +8,8 @@ back. A box's content is placed whole, or the answer is not read:
 
 - a box is split into its pieces at the places an answer lists values: a line break (``\\\\``, ``\\newline``,
   ``\\cr``), a semicolon, ``\\quad``, a logical connective (``\\lor``, ``\\land``, ``\\vee``, ``\\wedge``), an
-  arrow (``\\to``, ``\\Rightarrow``...), ``\\text{ or }`` / ``\\text{ and }``, a new math segment (``$``), and a
-  space between two numbers (``7 5``, which the parser would read as the mixed number 7 + 5). Only at the top
+  arrow (``\\to``, ``\\Rightarrow``...), "or" and "and" (in ``\\text{}`` or not), a new math segment (``$``),
+  and a space between two numbers (``7 5``, which the parser would read as the mixed number 7 + 5). Only at the top
   level: inside braces, brackets and environments nothing splits;
 - each piece must parse whole (latex2sympy, math-verify's LaTeX parser, with math-verify's normalization but
   not its removal of text). A ``\\text{}`` holding only words after a value is a unit or a label and is left
@@ -56,6 +56,7 @@ class Value:
     expr: Any = None
     choice: str | None = None
     decimals: int | None = None
+    unknown: Any = None  # the one unknown of the inequality whose solution set ``expr`` is
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -66,9 +67,11 @@ _SEPARATOR = re.compile(
     r"|\\(?:newline|cr|quad|qquad|lor|land|vee|wedge|to|rightarrow|Rightarrow|longrightarrow|Longrightarrow"
     r"|implies|iff|Leftrightarrow|leftrightarrow)(?![A-Za-z])"
     r"|[;$]"
+    r"|(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])"  # the words, written in math mode (outside \\text)
 )
-# A space (or a spacing command) between two number literals: two values, not a mixed number.
-_NUMBER_GAP = re.compile(r"(?<=\d)(?:\s|~|\\[ ,;:!]|\\(?:quad|qquad)(?![A-Za-z]))+(?=[+-]?\.?\d)")
+# A space (or a spacing command) between two number literals: two values, not a mixed number. The first number
+# stands alone (not a subscript, an exponent or part of a name: \log_2 8 is one value).
+_NUMBER_GAP = re.compile(r"(?<![\w^_.\\])(\d+(?:\.\d*)?)(?:\s|~|\\[ ,;:!]|\\(?:quad|qquad)(?![A-Za-z]))+(?=[+-]?\.?\d)")
 _TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|textnormal|operatorname)\s*\{")
 _WORDS = re.compile(r"[A-Za-z][A-Za-z' .-]*")
 _CONNECTIVE = re.compile(r"[\s,.;]*(?:(?:or|and)(?![A-Za-z])[\s,.;]*)*", re.IGNORECASE)
@@ -124,7 +127,7 @@ def _read(text: str) -> list[Value]:
     values: list[Value] = []
     for piece in _pieces(text):
         values.extend(_piece_values(piece))
-    return _unwrap_equations(values)
+    return _union_of_inequalities(_unwrap_equations(values))
 
 
 def _choice(text: str) -> Value | None:
@@ -190,7 +193,7 @@ def _pieces(text: str) -> list[str]:
         out.append(character)
         position += 1
     # a space between two numbers, once the text groups are gone: "5 \text{ or } 7" and "7 \quad 5" alike
-    rewritten = _NUMBER_GAP.sub(_SPLIT, "".join(out))
+    rewritten = _NUMBER_GAP.sub(lambda number: number.group(1) + _SPLIT, "".join(out))
     return [piece for piece in (piece.strip() for piece in rewritten.split(_SPLIT)) if piece]
 
 
@@ -237,7 +240,8 @@ def _piece_values(piece: str) -> list[Value]:
         raise Unreadable(f"{normalized[:80]!r} does not parse whole: {str(error).splitlines()[0][:80]}") from None
     _no_stray_text(expr, normalized)
     decimals = _decimals(normalized)
-    return [Value(_exact(value), decimals=decimals.get(_float_key(value))) for value in _stated(expr)]
+    return [Value(_exact(value), decimals=decimals.get(_float_key(value)), unknown=unknown)
+            for value, unknown in _stated(expr)]
 
 
 def _no_stray_text(expr: Any, normalized: str) -> None:
@@ -246,34 +250,32 @@ def _no_stray_text(expr: Any, normalized: str) -> None:
             raise Unreadable(f"{normalized[:80]!r} holds text the reader cannot place: {str(symbol)[:40]!r}")
 
 
-def _stated(expr: Any) -> list[Any]:
-    """The values one parsed piece states."""
+def _stated(expr: Any) -> list[tuple[Any, Any]]:
+    """The values one parsed piece states, each with the unknown of the inequality it solves (or None)."""
     import sympy
 
     if isinstance(expr, sympy.FiniteSet):
-        return [value for element in expr.args for value in _stated(element)]
+        return [stated for element in expr.args for stated in _stated(element)]
     if isinstance(expr, sympy.Eq) and isinstance(expr.rhs, sympy.FiniteSet):
-        return [sympy.Eq(expr.lhs, element, evaluate=False) for element in expr.rhs.args]
-    if isinstance(expr, (sympy.core.relational.Relational, sympy.And, sympy.Or)) and not isinstance(
-            expr, (sympy.Eq, sympy.Ne)):
-        unknowns = expr.free_symbols
-        if len(unknowns) == 1:
-            try:
-                return [expr.as_set()]
-            except (NotImplementedError, TypeError, ValueError):
-                return [expr]
-    return [expr]
+        return [(sympy.Eq(expr.lhs, element, evaluate=False), None) for element in expr.rhs.args]
+    inequality = (sympy.core.relational.Relational, sympy.And, sympy.Or)
+    if isinstance(expr, inequality) and not isinstance(expr, (sympy.Eq, sympy.Ne)) and len(expr.free_symbols) == 1:
+        try:
+            return [(expr.as_set(), next(iter(expr.free_symbols)))]
+        except (NotImplementedError, TypeError, ValueError):  # sympy cannot solve it: the inequality as written
+            return [(expr, None)]
+    return [(expr, None)]
 
 
-def _joined_sets(values: list[Value], pieces: list[list[Any]]) -> list[Value]:
-    """Solution sets of inequalities about one unknown, listed (``x < 1 \\text{ or } x > 2``): one set, their
-    union."""
+def _union_of_inequalities(values: list[Value]) -> list[Value]:
+    """Inequalities about one unknown, listed (``x < 1 \\text{ or } x > 2``): one value, the union of their
+    solution sets."""
     import sympy
 
-    sets = [value for value in values if isinstance(value.expr, sympy.Set) and value.expr in pieces]
-    if len(sets) < 2 or len(sets) != len(values):
+    unknowns = {value.unknown for value in values}
+    if len(values) < 2 or None in unknowns or len(unknowns) != 1:
         return values
-    return [Value(sympy.Union(*(value.expr for value in sets)))]
+    return [Value(sympy.Union(*(value.expr for value in values)))]
 
 
 def _unwrap_equations(values: list[Value]) -> list[Value]:

@@ -13,23 +13,25 @@ parts with top-level commas. The two structured forms may also come as their JSO
 ``compute_score`` returns:
     score            correct_weight * correct + length_weight * length: the summed reward GRPO trains on and
                      dynamic sampling filters on (pass the weights GDPO gets in algorithm.gdpo_reward_weights)
-    correct          1 when the final answer (the last \\boxed{} after the reasoning) equals the ground
-                     truth according to math-verify and states one value, else 0
+    correct          1 when the final answer (every \\boxed{} after the reasoning, read as the values it states:
+                     gdpo_verl/rewards/answers.py) states the ground truth's values, no more and no fewer, else 0
     length           1 when the response has at most ``max_length`` tokens (and, with
                      ``conditioned=True``, is also correct: the paper's conditioned length reward)
     short            1 when the response has at most ``max_length`` tokens, whatever the correctness
     response_length  the response's token count
     answer_found     1 when a final \\boxed{} answer was found
-    hedged           1 when the answer lists several different values (``7 \\\\ 5``, ``7 \\text{ or } 5``): never
-                     correct, whichever of them is right (docs/math-length.md, "Hedged answers")
-    verify_failed    1 when the answer could not be checked (scored 0, logged with the reason): the call ran
-                     past ``timeout_s`` (a long check, a busy or restarting checker pool), a checker process died
-                     or math-verify raised, or the answer was refused unchecked as too long or as one sympy would
+    hedged           1 when the answer states more distinct values than the ground truth (``7 \\\\ 5``, ``x=7 \\land
+                     x=5``, two boxes): never correct, whichever of them is right (docs/math-length.md, "What an
+                     answer states")
+    verify_failed    1 when the answer could not be checked (scored 0, logged with the reason): it holds
+                     something the reader cannot place (it is then never credited), the call ran past ``timeout_s``
+                     (a long check, a busy, starting or restarting checker pool), a checker process died or
+                     math-verify raised, or the answer was refused unchecked as too long or as one sympy would
                      spend seconds on (gdpo_verl/rewards/answer_guard.py)
 
-A call returns within ``timeout_s`` (2 s by default), whatever the answer; the first call of a ``MathLengthReward``
-(the object that holds the checker processes; see its docstring) also waits for them to start (a second or two: they
-import sympy and math-verify).
+A call returns within ``timeout_s`` (2 s by default), whatever the answer, the first one included: the checker
+processes start when a ``MathLengthReward`` is made (in the background: they import sympy and math-verify, about a
+second), and a call that comes before they are ready waits for them within its ``timeout_s``.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class MathLengthReward:
 
     def __init__(self, workers: int = 2) -> None:
         self.checker = AnswerChecker(workers)
+        self.checker.begin()
         self.failures = 0
 
     def __enter__(self) -> MathLengthReward:
@@ -120,20 +123,19 @@ class MathLengthReward:
         _check_options(max_length, conditioned, think, timeout_s)
         weights = (finite_number(correct_weight, "reward.custom_reward_function.reward_kwargs.correct_weight"),
                    finite_number(length_weight, "reward.custom_reward_function.reward_kwargs.length_weight"))
+        deadline = time.monotonic() + timeout_s  # covers waiting for the checker processes, their start included
         tokens = response_length(extra_info)
         truth = parse_ground_truth(ground_truth)
-        answer = final_answer(solution_str, think)
-        self.checker.start()  # the first call waits for the checker processes here, outside timeout_s
-        deadline = time.monotonic() + timeout_s
+        answers = final_answers(solution_str, think)
         verdict = Verdict(False)
-        if answer is not None:
-            verdict = _verdict(truth, solution_str, answer, think, self.checker, deadline)
+        if answers:
+            verdict = _verdict(truth, solution_str, answers, think, self.checker, deadline)
         if verdict.value is None:
             self.failures += 1
             logger.warning(
                 "gdpo-verl math_length: could not check the answer %.80r, scored 0 with verify_failed=1: %s. "
                 "%d so far in this reward worker.",
-                answer,
+                " | ".join(answers),
                 verdict.why,
                 self.failures,
             )
@@ -146,7 +148,7 @@ class MathLengthReward:
             "length": length,
             "short": short,
             "response_length": float(tokens),
-            "answer_found": float(answer is not None),
+            "answer_found": float(bool(answers)),
             "hedged": float(verdict.hedged),
             "verify_failed": float(verdict.value is None),
         }
@@ -214,31 +216,34 @@ def _answer_text(value: Any, what: str) -> str:
     return plain_number(str(value).strip())
 
 
-def _verdict(truth: MathTruth, text: str, answer: str, think: str, checker: AnswerChecker, deadline: float) -> Verdict:
+def _verdict(truth: MathTruth, text: str, answers: list[str], think: str, checker: AnswerChecker,
+             deadline: float) -> Verdict:
     """The answer's verdict: True / False, or None (with why) when a needed check could not be made by
     ``deadline`` (a ``time.monotonic()`` value shared by every check of the response)."""
     if truth.parts is None:
-        return _any_true(checker, truth.alternatives, answer, deadline)
+        return _any_true(checker, truth.alternatives, answers, deadline)
     given = answer_parts(text, think)
     if len(given) != len(truth.parts):
         return Verdict(False)
-    results = [_any_true(checker, (gold,), part, deadline) for gold, part in zip(truth.parts, given, strict=True)]
+    results = [_any_true(checker, (gold,), [part], deadline) for gold, part in zip(truth.parts, given, strict=True)]
     if any(verdict.value is False for verdict in results):
         return Verdict(False, hedged=any(verdict.hedged for verdict in results))
     return next((verdict for verdict in results if verdict.value is None), Verdict(True))
 
 
-def _any_true(checker: AnswerChecker, golds: tuple[str, ...], answer: str, deadline: float) -> Verdict:
-    """Whether ``answer`` equals any of ``golds``; no verdict if none did and some check could not be made."""
-    if len(answer) > MAX_ANSWER_CHARS:
-        return Verdict(None, f"over {MAX_ANSWER_CHARS} characters")
-    answer = plain_number(answer)
-    refused = refusal(answer)
-    if refused is not None:
-        return Verdict(None, refused)
+def _any_true(checker: AnswerChecker, golds: tuple[str, ...], answers: list[str], deadline: float) -> Verdict:
+    """Whether the boxes ``answers`` state any of ``golds``; no verdict if none did and some check could not be
+    made."""
+    answers = [plain_number(answer) for answer in answers]
+    if sum(map(len, answers)) > MAX_ANSWER_CHARS:
+        return Verdict(None, f"over {MAX_ANSWER_CHARS} characters in its boxes")
+    for answer in answers:
+        refused = refusal(answer)
+        if refused is not None:
+            return Verdict(None, refused)
     undecided = None
     for gold in golds:
-        verdict = checker.check(gold, answer, deadline)
+        verdict = checker.check(gold, answers, deadline)
         if verdict.value is True or verdict.hedged:
             return verdict
         if verdict.value is None:
@@ -271,7 +276,7 @@ def split_top_level(text: str) -> list[str]:
     return [part for part in parts if part]
 
 
-_BOX = re.compile(r"\\(?:boxed|fbox)\{")
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
 
 def all_boxed(text: str) -> list[str]:
@@ -301,19 +306,18 @@ def _balanced(text: str, opening: int) -> tuple[str | None, int]:
     return None, len(text)
 
 
-def final_answer(text: str, think: str = "required") -> str | None:
-    """The content of the last ``\\boxed{}`` in the answer part of ``text``; None if there is none."""
-    answer = answer_part(text, think)
-    return None if answer is None else last_boxed(answer)
-
-
 def last_boxed(text: str) -> str | None:
-    """The content of the last ``\\boxed{...}`` (or ``\\fbox{...}``) with balanced braces; None if none."""
-    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
-    if start < 0:
-        return None
-    content, _ = _balanced(text, text.index("{", start))
-    return content or None
+    """The content of the last non-empty ``\\boxed{...}`` (or ``\\fbox{...}``) with balanced braces; None if none
+    (scripts/prepare_data.py reads a gold answer from a worked solution so)."""
+    boxes = all_boxed(text)
+    return boxes[-1] if boxes else None
+
+
+def final_answers(text: str, think: str = "required") -> list[str]:
+    """The content of every non-empty ``\\boxed{}`` (``\\fbox{}``, spacing before the brace tolerated) in the
+    answer part of ``text``, in order: together, the values the answer states."""
+    answer = answer_part(text, think)
+    return [] if answer is None else all_boxed(answer)
 
 
 def _check_options(max_length: Any, conditioned: Any, think: Any, timeout_s: Any) -> None:

@@ -1,4 +1,5 @@
-"""Answer checking with math-verify that can neither hang nor crash the reward worker.
+"""Answer checking (gdpo_verl.rewards.answers, on math-verify's parser) that can neither hang nor crash the reward
+worker.
 
 math-verify's own timeouts use SIGALRM, which works only in a process's main thread, and verl calls
 ``compute_score`` from a thread pool. So every check runs in a small, fixed pool of child processes
@@ -29,60 +30,47 @@ logger = logging.getLogger("gdpo_verl")
 STARTUP_TIMEOUT_S = 120.0
 
 # The child's replies.
-CORRECT, WRONG, HEDGED, UNDECIDED = "1", "0", "h", "?"
+CORRECT, WRONG, HEDGED, UNDECIDED, GOLD_UNREADABLE = "1", "0", "h", "?", "g"
 
 
 def serve() -> None:
-    """Child process: read {"gold", "answer"} lines from stdin, write one reply line each: "1" (equal), "0" (not
-    equal), "h" (the answer states several different values: hedged) or "?<reason>" (math-verify raised: no
-    verdict).
+    """Child process: read {"gold", "answers"} lines from stdin (the gold's text and the text of each box of the
+    final answer), write one reply line each: "1" (the answer states the gold's values), "0" (it does not), "h"
+    (it states more values than the gold: hedged), "?<reason>" (it cannot be read, or math-verify raised: no
+    verdict) or "g<reason>" (the gold cannot be read: a data error). gdpo_verl.rewards.answers has the rule.
 
     math-verify's own time limits (5 s for parsing and for verifying, on by default) are switched off: when one
     fires, math-verify answers "wrong", so a correct answer whose check is slow would be scored 0 without a trace.
     The parent's deadline is the only limit: it kills this process, and the check counts as not made.
     """
-    import sympy
-    from math_verify import parse, verify
-
-    from gdpo_verl.rewards.answer_guard import hedge_pieces
+    from gdpo_verl.rewards import answers
 
     # The guards bound every integer an answer may hold to 20,000 digits; Python's default refuses to print more
     # than 4,300, which math-verify's string comparisons do (a ValueError, which would read as "wrong").
     sys.set_int_max_str_digits(0)
 
-    def read(text: str) -> list:
-        values = parse(f"${text}$", parsing_timeout=None)
-        return [_exact(value, sympy) for value in values]
+    def judge(gold_text: str, answer_texts: list[str]) -> str:
+        try:
+            gold = answers.read(gold_text)
+        except answers.Unreadable as error:
+            return GOLD_UNREADABLE + str(error)
+        try:
+            given = answers.read_all(answer_texts)
+        except answers.Unreadable as error:
+            return UNDECIDED + f"the answer is not read: {error}"
+        return {answers.CORRECT: CORRECT, answers.WRONG: WRONG, answers.HEDGED: HEDGED}[answers.judge(gold, given)]
 
-    def judge(gold_text: str, answer_text: str) -> str:
-        gold = read(gold_text)
-        pieces = hedge_pieces(answer_text)
-        if len(pieces) > 1 and len(hedge_pieces(gold_text)) <= 1:
-            values = [value for value in map(read, pieces) if value]
-            if any(not verify(values[0], other, timeout_seconds=None) for other in values[1:]):
-                return HEDGED
-        return CORRECT if verify(gold, read(answer_text), timeout_seconds=None) else WRONG
-
-    judge("1", "\\frac{\\sqrt{2}}{2}")  # the first check loads more of sympy (0.1 s): part of the start, not of a call
+    # the first checks load more of sympy and math-verify: part of the start, not of a call
+    judge("1", ["\\frac{\\sqrt{2}}{2}"])
+    judge("[3, \\infty)", ["x \\geq 3"])
     print("ready", flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         try:
-            reply = judge(request["gold"], request["answer"])
+            reply = judge(request["gold"], request["answers"])
         except Exception as error:  # math-verify or sympy raised: no verdict, never "wrong"
-            reply = UNDECIDED + f"{type(error).__name__}: {error}"[:200].replace("\n", " ")
-        print(reply, flush=True)
-
-
-def _exact(value, sympy):
-    """An arithmetic expression of integers (``2^{2^{11}}``, which sympy keeps unevaluated) evaluated exactly, so
-    that equal numbers compare equal; anything else as math-verify read it. The guards bound its size."""
-    if not isinstance(value, sympy.Expr) or value.free_symbols:
-        return value
-    kinds = (sympy.Pow, sympy.Mul, sympy.Add, sympy.Integer, sympy.Rational)
-    if all(isinstance(node, kinds) for node in sympy.preorder_traversal(value)):
-        return value.doit()
-    return value
+            reply = UNDECIDED + f"{type(error).__name__}: {error}"
+        print(reply[:300].replace("\n", " "), flush=True)
 
 
 @dataclass(frozen=True)
@@ -137,10 +125,10 @@ class _Worker:
             self.ready = line == "ready"
         return self.ready
 
-    def ask(self, gold: str, answer: str, deadline: float) -> str | None:
+    def ask(self, gold: str, answers: list[str], deadline: float) -> str | None:
         """The child's reply, or None when it did not come by ``deadline`` or the process died."""
         try:
-            self.process.stdin.write((json.dumps({"gold": gold, "answer": answer}) + "\n").encode())
+            self.process.stdin.write((json.dumps({"gold": gold, "answers": answers}) + "\n").encode())
         except (BrokenPipeError, OSError):
             return None
         return self._read_line(deadline)
@@ -156,12 +144,13 @@ class _Worker:
 
 
 class AnswerChecker:
-    """``check(gold, answer)`` -> ``Verdict``, made by a pool of ``workers`` child processes.
+    """``check(gold, answers)`` -> ``Verdict``, made by a pool of ``workers`` child processes.
 
     The pool always holds exactly ``workers`` processes: one killed after a timeout is replaced at once by a
     fresh one, started in the background. A call waits for a free process only until its deadline; a pool
-    still busy or restarting then is reported as no verdict, like a check that ran long. The pool's first
-    processes are started on the first check and waited for (up to ``STARTUP_TIMEOUT_S``) outside any deadline.
+    still busy, starting or restarting then is reported as no verdict, like a check that ran long. ``begin()``
+    starts the pool without waiting (the math reward does it when it is made, so that a training run's first
+    batch finds it ready); the first check begins it otherwise, and waits for it within its own deadline.
     """
 
     def __init__(self, workers: int = 2) -> None:
@@ -170,35 +159,39 @@ class AnswerChecker:
         self.workers = workers
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._start_lock = threading.Lock()
-        self._started = False
+        self._begun = False
+
+    def begin(self) -> None:
+        """Start the pool's processes without waiting for them (once): a call waits for a process within its own
+        deadline."""
+        with self._start_lock:
+            if not self._begun:
+                for _ in range(self.workers):
+                    self._idle.put(_Worker())
+                self._begun = True
 
     def start(self) -> None:
-        """Start the pool's processes and wait for them (once; later calls return at once)."""
-        if self._started:
-            return
-        with self._start_lock:
-            if self._started:
-                return
-            pool = [_Worker() for _ in range(self.workers)]
-            deadline = time.monotonic() + STARTUP_TIMEOUT_S
-            try:
-                if not all(worker.wait_ready(deadline) for worker in pool):
-                    raise RuntimeError(
-                        f"the math-verify checker processes did not start within {STARTUP_TIMEOUT_S:g} s (their "
-                        "imports of sympy and math-verify ran that long); is this machine overloaded?"
-                    )
-            except RuntimeError:
-                for worker in pool:
-                    worker.kill()
-                raise
+        """Start the pool's processes and wait for them (up to ``STARTUP_TIMEOUT_S``); RuntimeError naming the
+        problem when one does not start."""
+        self.begin()
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        pool = [self._idle.get() for _ in range(self.workers)]
+        try:
+            if not all(worker.wait_ready(deadline) for worker in pool):
+                raise RuntimeError(
+                    f"the math-verify checker processes did not start within {STARTUP_TIMEOUT_S:g} s (their "
+                    "imports of sympy and math-verify ran that long); is this machine overloaded?"
+                )
+        finally:
             for worker in pool:
                 self._idle.put(worker)
-            self._started = True
 
-    def check(self, gold: str, answer: str, deadline: float) -> Verdict:
-        """Compare ``answer`` with ``gold``; no verdict when the pool or the check runs past ``deadline``
-        (a ``time.monotonic()`` value)."""
-        self.start()
+    def check(self, gold: str, answers: list[str], deadline: float) -> Verdict:
+        """Compare the boxes ``answers`` with ``gold``; no verdict when the pool (its start included) or the check
+        runs past ``deadline`` (a ``time.monotonic()`` value); ValueError when the gold cannot be read."""
+        if isinstance(answers, str) or not all(isinstance(answer, str) for answer in answers):
+            raise TypeError(f"answers must be a list of the boxes' texts; got {answers!r:.100}")
+        self.begin()
         try:
             worker = self._idle.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
@@ -206,9 +199,9 @@ class AnswerChecker:
         reply = None
         try:
             if not worker.wait_ready(deadline):
-                return Verdict(None, "the checker process was still starting at the deadline (it replaces one "
-                                     "killed after a timeout)")
-            reply = worker.ask(gold, answer, deadline)
+                return Verdict(None, "the checker process was still starting at the deadline (it starts with the "
+                                     "reward, and replaces one killed after a timeout)")
+            reply = worker.ask(gold, answers, deadline)
         finally:
             if reply is None and worker.ready:
                 worker.kill()
@@ -216,8 +209,11 @@ class AnswerChecker:
             self._idle.put(worker)
         if reply is None:
             return Verdict(None, "no verdict before the deadline (the check ran long, or its process died)")
+        if reply.startswith(GOLD_UNREADABLE):
+            raise ValueError(f"the ground truth {gold[:200]!r} cannot be read as values: {reply[1:]}; "
+                             "scripts/prepare_data.py leaves such rows out")
         if reply.startswith(UNDECIDED):
-            return Verdict(None, f"math-verify raised {reply[1:]}")
+            return Verdict(None, reply[1:])
         return Verdict(reply == CORRECT, hedged=reply == HEDGED)
 
     def processes(self) -> list[subprocess.Popen]:

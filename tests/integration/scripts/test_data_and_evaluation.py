@@ -64,6 +64,23 @@ def test_prepare_data_writes_float_answers_in_digits_and_skips_nan_or_infinite_o
     assert "aime24: 8 rows read, 5 written" in result.stdout and "3 no usable answer" in result.stdout
 
 
+def test_prepare_data_leaves_out_a_gold_the_math_reward_cannot_read_naming_the_row(tmp_path):
+    # A gold the reader cannot place (vectors it has no reading for, text holding a value) could never be scored:
+    # the row is named and left out, and every gold written is one the reward reads
+    golds = ["4", "\\langle 1, 2 \\rangle", "2, 3", "5 \\text{ (or 7)}", "\\pm 2", "[3, \\infty)", "C"]
+    lines = tmp_path / "deepscaler.jsonl"
+    lines.write_text("".join(json.dumps({"problem": f"Question {n}?", "answer": gold}) + "\n"
+                             for n, gold in enumerate(golds)))
+    result = script("prepare_data.py", "--out", tmp_path / "out", "--local", f"deepscaler={lines}")
+    assert result.returncode == 0, result.stderr
+    assert "deepscaler: 7 rows read, 5 written" in result.stdout
+    assert "2 a gold answer the math reward cannot read" in result.stdout
+    assert "deepscaler row 2: the gold answer '\\\\langle 1, 2 \\\\rangle' cannot be read as values" in result.stderr
+    assert "deepscaler row 4: the gold answer" in result.stderr and "text the reader cannot place" in result.stderr
+    truths = pd.read_parquet(tmp_path / "out" / "deepscaler_train.parquet").reward_model.map(lambda rm: rm["ground_truth"])
+    assert truths.tolist() == ["4", "2, 3", "\\pm 2", "[3, \\infty)", "C"]
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

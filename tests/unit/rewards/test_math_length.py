@@ -1,6 +1,9 @@
 """The math length-constrained rewards, with math-verify, including hostile answers."""
 
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +16,7 @@ from gdpo_verl.rewards.math_length import (
     MathLengthReward,
     _verdict,
     compute_score,
-    final_answer,
+    final_answers,
     last_boxed,
     parse_ground_truth,
 )
@@ -51,10 +54,13 @@ def test_equivalent_forms_count_as_correct(answer, truth):
     assert score(f"</think> \\boxed{{{answer}}}", truth)["correct"] == 1.0
 
 
-def test_the_last_boxed_answer_after_the_reasoning_counts():
+def test_every_box_after_the_reasoning_is_the_answer_and_none_before():
     text = "I first guessed \\boxed{5} </think> Actually \\boxed{3}, no: the final answer is \\boxed{4}"
-    assert final_answer(text) == "4"
+    assert final_answers(text) == ["3", "4"]
+    result = score(text)  # two values for one: a hedge, whichever is right
+    assert (result["correct"], result["hedged"]) == (0.0, 1.0)
     assert score("maybe \\boxed{4} </think> the answer is \\boxed{5}")["correct"] == 0.0
+    assert score("</think> \\boxed{4}, that is, \\boxed{\\frac{8}{2}}")["correct"] == 1.0  # one value, twice
 
 
 def test_a_response_cut_off_inside_its_reasoning_is_not_correct():
@@ -241,7 +247,7 @@ def test_back_to_back_timeouts_keep_the_bound_and_the_pool_at_its_size():
 
     def call(answer):
         start = time.monotonic()
-        verdict = checker.check("1", answer, start + 0.2)
+        verdict = checker.check("1", [answer], start + 0.2)
         slowest[0] = max(slowest[0], time.monotonic() - start)
         return verdict
 
@@ -262,10 +268,10 @@ def test_back_to_back_timeouts_keep_the_bound_and_the_pool_at_its_size():
 
 def test_a_killed_checker_process_is_replaced_in_the_background():
     checker = AnswerChecker(workers=1)
-    assert checker.check("1", SLOW, time.monotonic() + 0.05).value is None
+    assert checker.check("1", [SLOW], time.monotonic() + 0.05).value is None
     time.sleep(5)  # the replacement imports sympy and math-verify while nobody is checking
     start = time.monotonic()
-    assert checker.check("4", "4", start + 5).value is True
+    assert checker.check("4", ["4"], start + 5).value is True
     assert time.monotonic() - start < 0.5  # no second spent importing sympy and math-verify
     checker.close()
 
@@ -275,15 +281,15 @@ def test_a_busy_pool_is_waited_for_only_until_the_deadline():
     checker = AnswerChecker(workers=1)
     checker.start()
     with ThreadPoolExecutor(max_workers=2) as pool:
-        slow = pool.submit(checker.check, "2", SLOW, time.monotonic() + 5)
+        slow = pool.submit(checker.check, "2", [SLOW], time.monotonic() + 5)
         time.sleep(0.05)
         start = time.monotonic()
-        verdict = checker.check("4", "4", start + 0.1)
+        verdict = checker.check("4", ["4"], start + 0.1)
         waited = time.monotonic() - start
     assert verdict.value is None and "no checker process free" in verdict.why
     assert waited < 0.1 + 0.3
     assert slow.result().value is False
-    assert checker.check("4", "4", time.monotonic() + 5).value is True
+    assert checker.check("4", ["4"], time.monotonic() + 5).value is True
     checker.close()
 
 
@@ -307,12 +313,12 @@ def test_checks_from_many_threads_at_once(tmp_path):
 
 def test_checker_reports_a_dead_process_as_unchecked():
     checker = AnswerChecker(workers=1)
-    assert checker.check("4", "4", time.monotonic() + 5).value is True
+    assert checker.check("4", ["4"], time.monotonic() + 5).value is True
     (process,) = checker.processes()
     process.kill()
     process.wait()
-    assert checker.check("4", "4", time.monotonic() + 5).value is None
-    assert checker.check("4", "4", time.monotonic() + 60).value is True
+    assert checker.check("4", ["4"], time.monotonic() + 5).value is None
+    assert checker.check("4", ["4"], time.monotonic() + 60).value is True
     checker.close()
 
 
@@ -437,7 +443,7 @@ def test_a_nan_or_infinite_ground_truth_is_a_data_error(truth):
 def test_a_check_that_raises_is_not_checked_never_wrong(caplog):
     # sympy raising inside math-verify is no verdict: before, it was scored as a wrong answer.
     checker = AnswerChecker(workers=1)
-    verdict = checker.check("1", "\\frac{1}{0}^{\\frac{1}{0}}", time.monotonic() + 5)
+    verdict = checker.check("1", ["\\frac{1}{0}^{\\frac{1}{0}}"], time.monotonic() + 5)
     assert verdict.value in (False, None)  # math-verify catches most errors itself: this one only must not hang
     checker.close()
 
@@ -461,3 +467,31 @@ def test_every_call_returns_within_timeout_s(caplog):
         start = time.monotonic()
         score(f"</think> \\boxed{{{answer}}}", "1", timeout_s=0.3)
         assert time.monotonic() - start < 0.3 + 0.3, answer
+
+
+FIRST_CALL = """
+import json, sys, time
+from gdpo_verl.rewards.math_length import MathLengthReward
+started = time.monotonic()
+reward = MathLengthReward()  # its checker processes start now, in the background
+result = reward("math", sys.argv[1], sys.argv[2], {"response_length": 10})
+print(json.dumps({"seconds": time.monotonic() - started, "correct": result["correct"],
+                  "verify_failed": result["verify_failed"]}))
+reward.close()
+"""
+
+
+@pytest.mark.parametrize(("response", "gold", "correct"), [
+    ("</think> \\boxed{4}", "4", 1.0),
+    # 60 boxes that each take the checker about 0.4 s: the check runs into the deadline
+    ("</think> " + " ".join(["\\boxed{" + SLOW + "}"] * 60), "1", 0.0),
+])
+def test_a_fresh_process_s_first_call_returns_within_its_timeout(response, gold, correct):
+    # Before: the checker processes started (a second or more) before the 2 s deadline began to count: the
+    # first call in a fresh process took 2.4 s on an answer that ran into the deadline.
+    result = subprocess.run([sys.executable, "-c", FIRST_CALL, response, gold], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["correct"] == correct and found["verify_failed"] == 1.0 - correct
+    assert found["seconds"] < 2.5
