@@ -33,7 +33,7 @@ MAX_TERMS = 100
 
 _OPEN, _CLOSE = "{([", "})]"
 _OPENERS, _CLOSERS = set(_OPEN), set(_CLOSE)
-_TOKEN = re.compile(r"\d+(?:\.\d+)?|\\[A-Za-z]+|\*\*|\S")
+_TOKEN = re.compile(r"\d+(?:\.\d+)?|\\[A-Za-z]+|\*\*|\S", re.ASCII)  # digits 0-9 only: float() reads no others
 # Spacing and sizing that math-verify ignores; \left( and \right) are plain brackets here.
 _IGNORED = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)(?![A-Za-z])|\\[,;:! ]")
 _SUMS = {"+", "-", ",", "=", "<", ">", "\\pm", "\\mp"}
@@ -156,7 +156,7 @@ class _Estimate:
         if token is None:
             return 0.0
         self.position += 1
-        if token[0].isdigit():
+        if token[0] in "0123456789":
             return _literal_log10(token)
         if token in _OPENERS:
             value = self.expression()
@@ -271,9 +271,14 @@ def hedge_pieces(answer: str) -> list[str]:
     return [piece.strip() for piece in pieces if re.search(r"[A-Za-z0-9]", _TEXT_GROUP.sub("", piece))]
 
 
-_SCIENTIFIC = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)[eE][+-]?\d{1,3}")
+# one way to read each digit (no \d+\.?\d*, which backtracks quadratically on a long run of digits)
+_SCIENTIFIC = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)[eE][+-]?\d{1,3}", re.ASCII)
 # A thin space (or another spacing) between groups of three digits: 1\,000\,000.
 _DIGIT_GROUPING = re.compile(r"(?<=\d)(?:\\[,!; ]|\{,\}|~|\\thinspace\s*)(?=\d{3}(?!\d))")
+
+
+# Digit groups separated by plain spaces, the whole text: 1 000 000.
+_SPACE_GROUPED = re.compile(r"\d{1,3}(?: \d{3})+", re.ASCII)
 
 
 def plain_number(text: str) -> str:
@@ -283,4 +288,6 @@ def plain_number(text: str) -> str:
     stripped = text.strip()
     if _SCIENTIFIC.fullmatch(stripped):
         return format(Decimal(stripped), "f")
+    if _SPACE_GROUPED.fullmatch(stripped):
+        return stripped.replace(" ", "")
     return _DIGIT_GROUPING.sub("", text)

@@ -4,22 +4,35 @@ and the rule that credits it.
 math-verify, asked for the value of a box, reads the box whole when it can and otherwise falls back to the last
 number or equation it finds in it: ``\\boxed{x=7 \\land x=5}`` reads as 5, ``\\boxed{5 \\text{ (or 7)}}`` as 5.
 A policy learns to list several values and collect the credit of whichever is right. This reader never falls
-back. A box's content is placed whole, or the answer is not read:
+back. A box's content is placed whole, or the answer is not read (``Unreadable``, with the reason; the reward
+then never credits it):
 
-- a box is split into its pieces at the places an answer lists values: a line break (``\\\\``, ``\\newline``,
-  ``\\cr``), a semicolon, ``\\quad``, a logical connective (``\\lor``, ``\\land``, ``\\vee``, ``\\wedge``), an
-  arrow (``\\to``, ``\\Rightarrow``...), "or" and "and" (in ``\\text{}`` or not), a new math segment (``$``),
-  and a space between two numbers (``7 5``, which the parser would read as the mixed number 7 + 5). Only at the top
-  level: inside braces, brackets and environments nothing splits;
-- each piece must parse whole (latex2sympy, math-verify's LaTeX parser, with math-verify's normalization but
-  not its removal of text). A ``\\text{}`` holding only words after a value is a unit or a label and is left
-  out (``5 \\text{ cm}``); a ``\\text{}`` holding anything else (``5 \\text{ (or 7)}``) cannot be placed, and
-  the answer is not read (``Unreadable``, with the reason): it is then never credited;
-- a piece states values: a set or a comma list states each of its elements (``2, 3``, ``\\{1, 2\\}``, ``\\pm 2``
-  is {2, -2}, ``x = 2, 3``); ``x = v`` states v when every equation of the answer is about the same unknown
-  (``a = 1, b = 2`` stays a labelled pair); an inequality in one unknown states its solution set (``x \\geq 3``
-  is ``[3, \\infty)``); a tuple, an interval or a union of intervals, a matrix and any expression is one value;
-  a multiple-choice letter (``\\textbf{(C)}\\ 5``, ``(C)``, ``C``) is one value, with the value written after it;
+- the boxes: every box command (``\\boxed``, ``\\fbox``, ``\\framebox``, ``\\colorbox``, ``\\fcolorbox``,
+  ``\\bbox``), with its content in braces or a single token after it (``\\boxed 5``); a box inside a box is read
+  in place, with whatever surrounds it;
+- a box is split into pieces at the places an answer lists values, at the top level only (inside braces,
+  brackets and environments nothing splits): a line break (``\\\\``, ``\\newline``, ``\\cr``), a semicolon,
+  ``\\quad``, a new math segment (``$``), an arrow (``\\to``, ``\\Rightarrow``...) and a space between two numbers
+  (``7 5``, which the parser would read as the mixed number 7 + 5) list values; ``\\lor``, ``\\vee`` and "or"
+  join alternatives; ``\\land``, ``\\wedge`` and "and" join conditions. The words count in ``\\text{}`` or not;
+- a ``\\text{}`` (or ``\\mbox``, ``\\textbf``, ``\\mathrm``...) holding anything but words is read as math
+  (``\\textbf{5}`` is 5; ``\\text{(or 7)}`` cannot be placed). Words are a value of their own when they are a
+  whole piece (``\\text{seven}``), a unit after a value (``5 \\text{ cm}``, ``5 \\text{ cm}^2``: the exponent
+  belongs to the unit), or a label before one (``\\text{Area} = 5``, ``\\text{Answer: } 5``). Words that change
+  what a value means (``\\text{not } 5``, ``5 \\text{ at most}``), or words before a value that are not a label,
+  cannot be placed;
+- each piece must parse whole (latex2sympy, math-verify's LaTeX parser, with math-verify's normalization but not
+  its removal of text); ``\\pm`` and ``\\mp`` anywhere give two readings (``\\frac{1 \\pm \\sqrt{5}}{2}`` states
+  two values); a number with a subscript is a number in that base (``1011_2``), compared as written, and any
+  other subscript on a number cannot be placed;
+- a piece states values: a set or a comma list states each of its elements (``2, 3``, ``\\{1, 2\\}``,
+  ``x = 2, 3``); ``x = v`` states v when every equation of the answer is about the same one unknown; equations
+  about different unknowns (``x = 1, y = 2``) state one point, its coordinates in the order of the unknowns'
+  names; an equation between numbers must hold (``7 = 5`` cannot be placed; ``2 + 3 = 5`` states 5); an
+  inequality in one unknown states its solution set (``x \\geq 3`` is ``[3, \\infty)``), and such sets joined by
+  "or" make their union, by "and" (or a comma) their intersection; a tuple, an interval or a union of intervals,
+  a matrix and any expression is one value; a multiple-choice letter (``\\textbf{(C)}\\ 5``, ``(C)``, ``C``) is
+  one value, with the value written after it;
 - values equal to one another count once.
 
 The gold is read by the same reader. ``judge`` credits an answer when its values and the gold's are the same
@@ -27,10 +40,14 @@ collection: each answer value equal to a different gold value, order-free (a lis
 ordered object, a tuple or a point, is one value and compares in order). More distinct values than the gold is
 a hedge (never credited, whichever is right); fewer is wrong.
 
-Numbers compare by value: exactly when both are exact; when a decimal is involved, within 1e-6 relative, or
-within the gold's own rounding when the gold is written as a decimal (a gold of ``0.33`` takes ``\\frac{1}{3}``;
-``0.0000004`` is not ``0.0000001``). Anything else (sets, intervals, matrices, expressions with unknowns,
-equations) compares with math-verify's ``verify``.
+Numbers compare by value: exactly when both are exact. A decimal states its value to half a unit of its last
+written place: it answers an exact gold when the gold lies within that and it has at least six significant
+digits (``1.414214`` is ``\\sqrt{2}``, ``1.414`` is not); a gold written as a decimal is answered by what rounds
+to it at its places (a gold of ``0.33`` takes ``\\frac{1}{3}``; ``0.0000004`` is not ``0.0000001``; ``2.55``
+answers ``2.6``, not ``2.5``). A decimal whose written places are not known (``1.5 \\times 10^{3}``) must equal
+the gold. A percent answers the number and its hundredth (``20\\%`` for a gold of 20 or of 0.2). Two values with
+units compare their units too. Anything else (sets, intervals, matrices, expressions with unknowns, equations)
+compares with math-verify's ``verify``.
 
 Everything here imports sympy, latex2sympy2_extended and math-verify when first used; it runs in the checker
 processes of ``gdpo_verl.rewards.verifier`` (under their deadline) and in ``scripts/prepare_data.py``.
@@ -38,9 +55,10 @@ processes of ``gdpo_verl.rewards.verifier`` (under their deadline) and in ``scri
 
 from __future__ import annotations
 
+import decimal
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -51,30 +69,111 @@ class Unreadable(ValueError):
 @dataclass(frozen=True)
 class Value:
     """One stated value: a sympy object (``expr``), a multiple-choice letter (``choice``), or both (a letter with
-    the value written after it). ``decimals``: places after the point when written as a decimal literal."""
+    the value written after it); how it was written (``decimals``: places after the point of a decimal literal;
+    ``literal``: a number in another base, as written; ``percent``; ``unit``; ``labels``: the unknowns of a
+    labelled point, in the order of ``expr``'s coordinates)."""
 
     expr: Any = None
     choice: str | None = None
     decimals: int | None = None
-    unknown: Any = None  # the one unknown of the inequality whose solution set ``expr`` is
+    literal: str | None = None
+    percent: bool = False
+    unit: str | None = None
+    labels: tuple[str, ...] | None = None
+    unknown: Any = None  # while reading: the one unknown of the inequality whose solution set ``expr`` is
+    join: str = "list"  # while reading: how it joins the value before it ("or", "and" or "list")
+
+
+# ------------------------------------------------------------------------------------------------ boxes
+
+_BOX = re.compile(r"\\(boxed|fbox|framebox|colorbox|fcolorbox|bbox)(?![A-Za-z])")
+_GROUP_ARGUMENTS = {"colorbox": 1, "fcolorbox": 2}  # brace groups before the content: colours
+
+
+def boxes(text: str) -> list[str]:
+    """The content of every box command in ``text``, in order (a box inside a box is part of the outer one's
+    content); ``Unreadable`` when a box never closes."""
+    found = []
+    position = 0
+    while (box := _BOX.search(text, position)) is not None:
+        content, position = _box_content(text, box)
+        found.append(content)
+    return found
+
+
+def _box_content(text: str, box: re.Match) -> tuple[str, int]:
+    """The content of the box command ``box`` and the position after it: a brace group, or one token (a digit,
+    a letter or a command) after optional spaces."""
+    position = _skip_space(text, box.end())
+    if position < len(text) and text[position] == "[":  # \framebox[width], \bbox[style]
+        closing = text.find("]", position)
+        if closing < 0:
+            raise Unreadable(f"\\{box.group(1)}[ never closes")
+        position = _skip_space(text, closing + 1)
+    for _ in range(_GROUP_ARGUMENTS.get(box.group(1), 0)):
+        _, position = _group(text, position)
+        position = _skip_space(text, position)
+    if position < len(text) and text[position] == "{":
+        content, position = _group(text, position)
+        return content.strip(), position
+    token = re.match(r"\\[A-Za-z]+|\\.|\S", text[position:])
+    if token is None:
+        raise Unreadable(f"\\{box.group(1)} with nothing after it")
+    return token.group(), position + token.end()
+
+
+def _skip_space(text: str, position: int) -> int:
+    while position < len(text) and text[position].isspace():
+        position += 1
+    return position
+
+
+def _group(text: str, opening: int) -> tuple[str, int]:
+    """The content of the brace group opening at ``opening`` and the position after it."""
+    if opening >= len(text) or text[opening] != "{":
+        raise Unreadable("a brace group was expected")
+    depth = 0
+    position = opening
+    while position < len(text):
+        character = text[position]
+        if character == "\\":
+            position += 2
+            continue
+        if character == "{":
+            depth += 1
+        elif character == "}":
+            depth -= 1
+            if depth == 0:
+                return text[opening + 1:position], position + 1
+        position += 1
+    raise Unreadable("a brace that never closes")
 
 
 # ------------------------------------------------------------------------------------------------ reading
 
-# Where an answer lists values (only at the top level: see _pieces).
+# Where an answer lists or joins values (only at the top level: see _pieces), and how.
 _SEPARATOR = re.compile(
-    r"\\\\(?:\[[^\]]*\])?"
-    r"|\\(?:newline|cr|quad|qquad|lor|land|vee|wedge|to|rightarrow|Rightarrow|longrightarrow|Longrightarrow"
-    r"|implies|iff|Leftrightarrow|leftrightarrow)(?![A-Za-z])"
-    r"|[;$]"
-    r"|(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])"  # the words, written in math mode (outside \\text)
+    r"(?P<list>\\\\(?:\[[^\]]*\])?|\\(?:newline|cr|quad|qquad|to|rightarrow|Rightarrow|longrightarrow"
+    r"|Longrightarrow|implies|iff|Leftrightarrow|leftrightarrow)(?![A-Za-z])|[;$])"
+    r"|(?P<or>\\(?:lor|vee)(?![A-Za-z])|(?<![A-Za-z\\])or(?![A-Za-z]))"
+    r"|(?P<and>\\(?:land|wedge)(?![A-Za-z])|(?<![A-Za-z\\])and(?![A-Za-z]))"
 )
 # A space (or a spacing command) between two number literals: two values, not a mixed number. The first number
 # stands alone (not a subscript, an exponent or part of a name: \log_2 8 is one value).
 _NUMBER_GAP = re.compile(r"(?<![\w^_.\\])(\d+(?:\.\d*)?)(?:\s|~|\\[ ,;:!]|\\(?:quad|qquad)(?![A-Za-z]))+(?=[+-]?\.?\d)")
-_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|textnormal|operatorname)\s*\{")
-_WORDS = re.compile(r"[A-Za-z][A-Za-z' .-]*")
-_CONNECTIVE = re.compile(r"[\s,.;]*(?:(?:or|and)(?![A-Za-z])[\s,.;]*)*", re.IGNORECASE)
+_SPACING = re.compile(r"(\\\\)|\\[ ,;:!>]|~|\\(?:quad|qquad|thinspace|medspace|thickspace|displaystyle|textstyle)"
+                      r"(?![A-Za-z])")  # (a line break, \\\\, is kept)
+_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|textsf|textnormal|mathrm|mathbf|mathit|mathsf|mbox"
+                   r"|operatorname|boldsymbol)\s*(?=\{)")
+_WORD = re.compile(r"[A-Za-z]+(?:['-][A-Za-z]+)*")
+# Words that change what a value means: a unit or a label holding one cannot be left out.
+_QUALIFIERS = {"not", "no", "nor", "never", "except", "unless", "either", "neither", "maybe", "possibly", "perhaps",
+               "or", "and", "at", "most", "least", "less", "more", "than", "about", "approximately", "around",
+               "nearly", "almost", "over", "under", "above", "below", "only", "if", "else", "otherwise", "both",
+               "none", "all", "any", "some", "every", "each", "plus", "minus", "times", "negative", "positive",
+               "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "hundred",
+               "thousand", "million", "half", "third", "quarter", "twice", "double", "triple"}
+_CONNECTIVES = {"or": "or", "and": "and"}
 _BEGIN = re.compile(r"\\begin\s*\{([^{}]*)\}")
 _CHOICE = re.compile(
     r"(?:\\(?:textbf|text|mathrm|mathbf|textrm)\s*\{\s*\(\s*([A-E])\s*\)\s*\}"  # \textbf{(C)}
@@ -84,13 +183,19 @@ _CHOICE = re.compile(
     re.DOTALL,
 )
 _LONE_LETTER = re.compile(r"\s*([A-E])\s*")
-_CHOICE_LETTER = re.compile(r"\\(?:textbf|text|mathrm|mathbf|textrm)\s*\{\s*\(?\s*([A-E])\s*\)?\s*\}|\(\s*([A-E])\s*\)")
+_CHOICE_LETTER = re.compile(r"\\(?:textbf|text|mathrm|mathbf|textrm)\s*\{\s*\(?\s*([A-E])\s*\)?\s*\}|\(\s*([A-E])\s*\)"
+                            r"|(?<![A-Za-z\\])([A-E])(?![A-Za-z])")
 _DECIMAL = re.compile(r"\s*[+-]?\d*\.(\d+)\s*")
 _UNKNOWN_IS = re.compile(r"^\s*[A-Za-z](?:_\{?\w+\}?)?\s*=")
+_BASE = re.compile(r"\s*(\d+)\s*_\s*\{?\s*(\d+)\s*\}?\s*")
+_SUBSCRIPTED_NUMBER = re.compile(r"(?<![A-Za-z\\])\d\s*_")
 _EMPTY_SET = re.compile(r"\\varnothing(?![A-Za-z])|\\O(?![A-Za-z])")
+_DELIMITERS = re.compile(r"(?<!\\)\\[\[\]()]|\\left\s*\.|\\right\s*\.")  # \[ \] \( \), not the line break \\[
+_PLUS_MINUS = re.compile(r"\\(pm|mp)(?![A-Za-z])")
 # The names latex2sympy gives to what it reads (letters, Greek letters, subscripts): anything else in a symbol's
 # name is text it took in whole.
 _SYMBOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_{}]*'*")
+_MAX_PLUS_MINUS = 3
 
 
 def read(text: str) -> list[Value]:
@@ -110,54 +215,77 @@ def read_all(texts: list[str]) -> list[Value]:
     return distinct(values)
 
 
-class _Choices(Exception):  # noqa: N818 - a signal inside _choice, not an error
-    def __init__(self, letters: list[str]) -> None:
-        super().__init__(letters)
-        self.letters = letters
-
-
 def _read(text: str) -> list[Value]:
-    text = _EMPTY_SET.sub(r"\\emptyset", text.strip())
-    try:
-        choice = _choice(text)
-    except _Choices as several:
-        return [Value(choice=letter) for letter in several.letters]
+    text = _prepared(text)
+    choice = _choice(text)
     if choice is not None:
-        return [choice]
+        return choice
     values: list[Value] = []
-    for piece in _pieces(text):
-        values.extend(_piece_values(piece))
-    return _union_of_inequalities(_unwrap_equations(values))
+    for piece, join, unit in _pieces(text):
+        stated = _piece_values(piece)
+        values += [replace(value, join=join if index == 0 else "and", unit=unit) for index, value in enumerate(stated)]
+    return _joined_sets(_labelled(values))
 
 
-def _choice(text: str) -> Value | None:
-    """A multiple-choice letter, alone or with its value after it; None when ``text`` is not one."""
+def _prepared(text: str) -> str:
+    """``text`` with what only presents a value taken away: a box inside (read in place), display delimiters,
+    ``\\left.``/``\\right.``, trailing punctuation; the degree sign and ``\\varnothing`` spelled as LaTeX reads them."""
+    for _ in range(8):  # boxes in boxes, from the outside in
+        box = _BOX.search(text)
+        if box is None:
+            break
+        content, end = _box_content(text, box)
+        text = f"{text[:box.start()]}{{{content}}}{text[end:]}"
+    else:
+        raise Unreadable("boxes nested more than 8 deep")
+    text = text.replace("\u00b0", "^\\circ")
+    text = _EMPTY_SET.sub(r"\\emptyset", _DELIMITERS.sub(" ", text))
+    return re.sub(r"[\s.,;:]+$", "", text).strip()
+
+
+def _choice(text: str) -> list[Value] | None:
+    """A multiple-choice letter, alone or with its value after it; several letters for an answer that gives
+    several; None when ``text`` is not one."""
     lone = _LONE_LETTER.fullmatch(text)
     if lone:
-        return Value(choice=lone.group(1))
+        return [Value(choice=lone.group(1))]
     found = _CHOICE.fullmatch(text)
     if not found:
         return None
     letter = next(group for group in found.groups()[:3] if group)
     rest = found.group(4).strip()
     if not rest:
-        return Value(choice=letter)
-    others = _CHOICE_LETTER.findall(rest)
-    if others:  # "(C) or (D)": several choices
-        raise _Choices([letter, *(next(group for group in other if group) for other in others)])
-    values = _read(rest)
-    if len(distinct(values)) != 1:
+        return [Value(choice=letter)]
+    others = [next(group for group in other.groups() if group) for other in _CHOICE_LETTER.finditer(rest)]
+    if others:  # "(C) or (D)", "(C) D": several choices
+        return [Value(choice=choice) for choice in dict.fromkeys([letter, *others])]
+    values = distinct(_read(rest))
+    if len(values) != 1:
         raise Unreadable(f"choice {letter} is followed by {len(values)} values: {rest[:80]!r}")
-    return Value(values[0].expr, choice=letter, decimals=values[0].decimals)
+    value = values[0]
+    if value.choice is not None or getattr(value.expr, "free_symbols", None):
+        raise Unreadable(f"choice {letter} is followed by {rest[:80]!r}, which is not a value")
+    return [replace(value, choice=letter)]
 
 
-_SPLIT = "\x00"  # where a piece ends, in the text _pieces rewrites
-
-
-def _pieces(text: str) -> list[str]:
-    """``text`` split where it lists values, at the top level only; text groups resolved (see the module)."""
+def _pieces(text: str) -> list[tuple[str, str, str | None]]:
+    """``text`` split where it lists or joins values, at the top level only: (piece, how it joins the piece
+    before it, the unit written after its value)."""
+    pieces: list[tuple[str, str, str | None]] = []
     out: list[str] = []
+    join, unit = "list", None
     depth, position = 0, 0
+
+    def cut(next_join: str) -> None:
+        nonlocal out, join, unit
+        piece = "".join(out).strip()
+        if piece:
+            pieces.append((piece, join, unit))
+            join = next_join
+        elif pieces:  # a separator after another: the stronger reading of the two
+            join = next_join if next_join != "list" else join
+        out, unit = [], None
+
     while position < len(text):
         character = text[position]
         if depth == 0:
@@ -172,18 +300,57 @@ def _pieces(text: str) -> list[str]:
                 continue
             group = _TEXT.match(text, position)
             if group:
-                content, after = _group(text, group.end() - 1)
-                out.append(_SPLIT if _CONNECTIVE.fullmatch(content) else _text_group(text[position:after], content,
-                                                                                     text))
+                content, after = _group(text, group.end())
+                words = _WORD.findall(content)
+                if _WORD.sub("", content).strip(" ,.;:'/-") or not words:  # not words only: read it as math
+                    if not content.strip(" ,.;:"):
+                        cut("list")  # \text{, }: a comma between values
+                    else:
+                        out.append("{" + content + "}")
+                    position = after
+                    continue
                 position = after
-                continue
+                before = "".join(out).strip()
+                rest = text[position:].lstrip()
+                lowered = [word.lower() for word in words]
+                if set(lowered) <= set(_CONNECTIVES):  # \text{ or }
+                    cut(_CONNECTIVES[lowered[0]])
+                    continue
+                if any(word in _CONNECTIVES for word in lowered):  # \text{ or seven}: words and connectives
+                    for word in words:
+                        if word.lower() in _CONNECTIVES:
+                            cut(_CONNECTIVES[word.lower()])
+                        else:
+                            out.append(f"\\text{{{word}}}")
+                    continue
+                if not before and not rest:  # the whole piece: a word answer
+                    out.append(f"\\text{{{' '.join(words)}}}")
+                    continue
+                if set(lowered) & _QUALIFIERS:
+                    raise Unreadable(f"words that change the value: {content.strip()[:80]!r}")
+                if before and not before.endswith(("=", "(", "[", "{")):  # after a value: a unit
+                    if unit is not None:
+                        raise Unreadable(f"a second unit: {content.strip()[:80]!r}")
+                    unit = " ".join(lowered)
+                    exponent = re.match(r"\s*\^\s*(\{[^{}]*\}|\S)", text[position:])
+                    if exponent:  # cm^2: the exponent is the unit's
+                        unit += "^" + exponent.group(1).strip("{}")
+                        position += exponent.end()
+                    continue
+                label = re.match(r"\s*(?:=|:)", text[position:])
+                if content.rstrip().endswith(":") or label:  # before a value: a label
+                    if label:
+                        position += label.end()
+                    continue
+                raise Unreadable(f"words before a value: {content.strip()[:80]!r}")
             separator = _SEPARATOR.match(text, position)
             if separator:
-                out.append(_SPLIT)
+                cut(separator.lastgroup)
                 position = separator.end()
                 continue
         if character == "\\" and position + 1 < len(text) and not text[position + 1].isalpha():
-            out.append(text[position:position + 2])  # an escaped character: \{ \} \, (no nesting)
+            escaped = text[position:position + 2]  # an escaped character: \{ \} (no nesting), or a space
+            out.append(" " if escaped[1] in " ,;:!>" else escaped)
             position += 2
             continue
         if character in "{[(":
@@ -192,45 +359,54 @@ def _pieces(text: str) -> list[str]:
             depth = max(0, depth - 1)
         out.append(character)
         position += 1
-    # a space between two numbers, once the text groups are gone: "5 \text{ or } 7" and "7 \quad 5" alike
-    rewritten = _NUMBER_GAP.sub(lambda number: number.group(1) + _SPLIT, "".join(out))
-    return [piece for piece in (piece.strip() for piece in rewritten.split(_SPLIT)) if piece]
-
-
-def _group(text: str, opening: int) -> tuple[str, int]:
-    """The content of the brace group opening at ``opening`` and the position after it."""
-    depth = 0
-    for position in range(opening, len(text)):
-        if text[position] == "{":
-            depth += 1
-        elif text[position] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[opening + 1:position], position + 1
-    raise Unreadable("a brace that never closes")
-
-
-def _text_group(whole: str, content: str, text: str) -> str:
-    """What a top-level ``\\text{...}`` stands for: itself when it is the answer's only content (a word answer,
-    a letter), nothing when it holds only words beside a value (a unit, a label); anything else cannot be
-    placed."""
-    if not _WORDS.fullmatch(content.strip()):
-        raise Unreadable(f"text the reader cannot place: {content.strip()[:80]!r}")
-    if text.strip() == whole.strip():
-        return whole
-    return " "
+    cut("list")
+    # a space between two numbers: two values ("7 \quad 5", and "5 \text{ unless } 7" once its words are gone)
+    split: list[tuple[str, str, str | None]] = []
+    for piece, join, unit in pieces:
+        parts = _NUMBER_GAP.sub(lambda number: number.group(1) + "\x00", piece).split("\x00")
+        split += [(part.strip(), join if index == 0 else "list", unit) for index, part in enumerate(parts)
+                  if part.strip()]
+    return split
 
 
 def _piece_values(piece: str) -> list[Value]:
+    """The values one piece states."""
+    base = _BASE.fullmatch(piece)
+    if base:
+        digits, radix = base.group(1).lstrip("0") or "0", int(base.group(2))
+        if not 2 <= radix <= 36 or any(int(digit, 36) >= radix for digit in digits):
+            raise Unreadable(f"{piece.strip()!r} is no number in base {radix}")
+        return [Value(literal=f"{digits}_{radix}")]
+    if _SUBSCRIPTED_NUMBER.search(piece):
+        raise Unreadable(f"{piece[:80]!r} has a subscript on a number")
+    readings = _plus_minus_readings(piece)
+    return [value for reading in readings for value in _parsed_values(reading, piece)]
+
+
+def _plus_minus_readings(piece: str) -> list[str]:
+    """``piece`` with each ``\\pm`` / ``\\mp`` read as + and as - (the signs of \\mp opposite)."""
+    signs = _PLUS_MINUS.findall(piece)
+    if not signs:
+        return [piece]
+    if len(signs) > _MAX_PLUS_MINUS:
+        raise Unreadable(f"more than {_MAX_PLUS_MINUS} \\pm in {piece[:80]!r}")
+    readings = []
+    for choice in ("+", "-"):
+        flipped = "-" if choice == "+" else "+"
+        readings.append(_PLUS_MINUS.sub(lambda sign: choice if sign.group(1) == "pm" else flipped, piece))
+    return readings
+
+
+def _parsed_values(text: str, written: str) -> list[Value]:
     from latex2sympy2_extended import latex2sympy
     from latex2sympy2_extended.math_normalization import NormalizationConfig, normalize_latex
     from math_verify.parser import should_treat_as_complex
 
     # math-verify's normalization of a box, without its removal of units and text (which drops what it cannot
-    # read: "5 \text{ (or 7)}" would become "5")
-    config = NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=True, boxed="all",
+    # read: "5 \text{ (or 7)}" would become "5"); spacing commands are spaces
+    config = NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=True, boxed="none",
                                  equations=False)
-    normalized = normalize_latex(piece, config).strip()
+    normalized = normalize_latex(_SPACING.sub(lambda space: space.group(1) or " ", text), config).strip()
     if not normalized:
         return []
     try:
@@ -239,9 +415,10 @@ def _piece_values(piece: str) -> list[Value]:
     except Exception as error:  # latex2sympy raises plain Exceptions for text it cannot parse
         raise Unreadable(f"{normalized[:80]!r} does not parse whole: {str(error).splitlines()[0][:80]}") from None
     _no_stray_text(expr, normalized)
-    decimals = _decimals(normalized)
-    return [Value(_exact(value), decimals=decimals.get(_float_key(value)), unknown=unknown)
-            for value, unknown in _stated(expr)]
+    decimals = _decimals(written)
+    percent = "\\%" in written
+    return [Value(_exact(value), decimals=decimals.get(_float_key(value)), percent=percent, unknown=unknown)
+            for value, unknown in _stated(expr, normalized)]
 
 
 def _no_stray_text(expr: Any, normalized: str) -> None:
@@ -250,16 +427,21 @@ def _no_stray_text(expr: Any, normalized: str) -> None:
             raise Unreadable(f"{normalized[:80]!r} holds text the reader cannot place: {str(symbol)[:40]!r}")
 
 
-def _stated(expr: Any) -> list[tuple[Any, Any]]:
+def _stated(expr: Any, written: str) -> list[tuple[Any, Any]]:
     """The values one parsed piece states, each with the unknown of the inequality it solves (or None)."""
     import sympy
 
     if isinstance(expr, sympy.FiniteSet):
-        return [stated for element in expr.args for stated in _stated(element)]
-    if isinstance(expr, sympy.Eq) and isinstance(expr.rhs, sympy.FiniteSet):
+        return [stated for element in expr.args for stated in _stated(element, written)]
+    equations = _equations(expr)
+    if equations is not None:
+        return [_equation_value(equations, written)]
+    if isinstance(expr, sympy.Eq) and isinstance(expr.rhs, sympy.FiniteSet):  # x = 2, 3 or x \in \{2, 3\}
         return [(sympy.Eq(expr.lhs, element, evaluate=False), None) for element in expr.rhs.args]
+    if isinstance(expr, sympy.Ne) and not expr.free_symbols:
+        raise Unreadable(f"{written[:80]!r}: an inequation between values states none")
     inequality = (sympy.core.relational.Relational, sympy.And, sympy.Or)
-    if isinstance(expr, inequality) and not isinstance(expr, (sympy.Eq, sympy.Ne)) and len(expr.free_symbols) == 1:
+    if isinstance(expr, inequality) and len(expr.free_symbols) == 1:
         try:
             return [(expr.as_set(), next(iter(expr.free_symbols)))]
         except (NotImplementedError, TypeError, ValueError):  # sympy cannot solve it: the inequality as written
@@ -267,35 +449,83 @@ def _stated(expr: Any) -> list[tuple[Any, Any]]:
     return [(expr, None)]
 
 
-def _union_of_inequalities(values: list[Value]) -> list[Value]:
-    """Inequalities about one unknown, listed (``x < 1 \\text{ or } x > 2``): one value, the union of their
-    solution sets."""
+def _equations(expr: Any) -> list[Any] | None:
+    """The equations of an equation or an equation chain (``a = b = c`` parses as ``Eq(b, c) & Eq(a, b)``); None
+    for anything else."""
+    import sympy
+
+    if isinstance(expr, sympy.Eq) and not isinstance(expr.rhs, sympy.FiniteSet):
+        return [expr]
+    if isinstance(expr, sympy.And) and all(isinstance(arg, sympy.Eq) for arg in expr.args):
+        return list(expr.args)
+    if isinstance(expr, sympy.logic.boolalg.BooleanAtom):  # sympy decided an equation between numbers
+        raise Unreadable("an equation between numbers that does not hold")
+    return None
+
+
+def _equation_value(equations: list[Any], written: str) -> tuple[Any, Any]:
+    """What an equation (chain) states: its one value, whatever the members that name it. Every member without
+    an unknown must be the same number (``7 = 5`` is a false claim, not a value); one unknown alone on a side
+    labels it (``x = 5``); members with unknowns otherwise make the equation itself the value."""
+    import sympy
+
+    members = list(dict.fromkeys(side for equation in equations for side in (equation.lhs, equation.rhs)))
+    numbers = [member for member in members if not member.free_symbols]
+    for number in numbers[1:]:
+        if not _same_number(numbers[0], number, None, None, None):
+            raise Unreadable(f"{written[:80]!r} claims that {numbers[0]} equals {number}")
+    unknowns = [member for member in members if isinstance(member, sympy.Symbol)]
+    others = [member for member in members if member.free_symbols and not isinstance(member, sympy.Symbol)]
+    if numbers and len(unknowns) <= 1 and not others:
+        value = numbers[0]
+        return (sympy.Eq(unknowns[0], value, evaluate=False) if unknowns else value), None
+    if len(equations) == 1:
+        return equations[0], None
+    raise Unreadable(f"{written[:80]!r}: an equation chain with unknowns on several sides")
+
+
+def _labelled(values: list[Value]) -> list[Value]:
+    """``x = v`` states v when every equation among the values is about the same one unknown (``x = 2`` and
+    ``x = 3``: two values of x). Equations about different unknowns, each with a number, are one labelled point
+    (``x = 1, y = 2``), its coordinates in the order of the unknowns' names."""
+    import sympy
+
+    def labelled(value: Value) -> bool:
+        expr = value.expr
+        return isinstance(expr, sympy.Eq) and isinstance(expr.lhs, sympy.Symbol) and not expr.rhs.free_symbols
+
+    equations = [value for value in values if labelled(value)]
+    if not equations:
+        return values
+    sides = {value.expr.lhs for value in equations}
+    if len(sides) == 1:
+        return [replace(value, expr=value.expr.rhs) if labelled(value) else value for value in values]
+    if len(equations) != len(values) or len(sides) != len(equations):
+        return values  # equations beside other values, or an unknown given twice: compared as written
+    ordered = sorted(equations, key=lambda value: str(value.expr.lhs))
+    return [Value(sympy.Tuple(*(value.expr.rhs for value in ordered)),
+                  labels=tuple(str(value.expr.lhs) for value in ordered))]
+
+
+def _joined_sets(values: list[Value]) -> list[Value]:
+    """Inequalities about one unknown, listed: one value, the union of their solution sets when "or" joins them
+    (``x < 1 \\text{ or } x > 2``), else their intersection (``x > 1, x < 3``)."""
     import sympy
 
     unknowns = {value.unknown for value in values}
     if len(values) < 2 or None in unknowns or len(unknowns) != 1:
         return values
-    return [Value(sympy.Union(*(value.expr for value in values)))]
+    sets = [value.expr for value in values]
+    joined = sympy.Union(*sets) if all(value.join == "or" for value in values[1:]) else sympy.Intersection(*sets)
+    return [Value(joined)]
 
 
-def _unwrap_equations(values: list[Value]) -> list[Value]:
-    """``x = v`` states v when every equation among the values is about the same one unknown (``x = 2`` and
-    ``x = 3``: two values of x); equations about different unknowns stay equations (a labelled solution)."""
-    import sympy
-
-    equations = [value.expr for value in values if isinstance(value.expr, sympy.Eq)]
-    sides = {equation.lhs for equation in equations}
-    if not equations or len(sides) != 1 or not isinstance(next(iter(sides)), sympy.Symbol):
-        return values
-    return [Value(value.expr.rhs, value.choice, value.decimals) if isinstance(value.expr, sympy.Eq) else value
-            for value in values]
-
-
-def _decimals(normalized: str) -> dict[float, int]:
+def _decimals(written: str) -> dict[float, int]:
     """Places after the point of each decimal literal of a piece that is a decimal or a comma list of them (each
-    perhaps written ``x = 0.5``)."""
+    perhaps written ``x = 0.5``), read from the text as written (math-verify's normalization writes 0.5 as
+    \\frac{1}{2})."""
     found = {}
-    for part in normalized.split(","):
+    for part in written.replace("\\%", "").split(","):
         part = _UNKNOWN_IS.sub("", part)
         literal = _DECIMAL.fullmatch(part)
         if literal is None:
@@ -309,7 +539,12 @@ def _decimals(normalized: str) -> dict[float, int]:
 def _float_key(value: Any) -> float | None:
     import sympy
 
-    return float(value) if isinstance(value, sympy.Float) else None
+    if isinstance(value, sympy.Number) and not isinstance(value, sympy.Integer):
+        try:
+            return float(value)
+        except (TypeError, OverflowError):
+            return None
+    return None
 
 
 def _exact(value: Any) -> Any:
@@ -363,20 +598,32 @@ def judge(gold: list[Value], answer: list[Value]) -> str:
 
 def same(gold: Value, answer: Value) -> bool:
     """Whether ``answer`` states the value ``gold`` is (not symmetric: the gold's rounding sets the tolerance)."""
-    if gold.choice is not None:
-        if answer.choice != gold.choice:
-            return False
-        return gold.expr is None or answer.expr is None or _same_expr(gold, answer)
+    if gold.choice is not None and answer.choice is not None:
+        return answer.choice == gold.choice and (gold.expr is None or answer.expr is None or _same_expr(gold, answer))
+    if gold.choice is not None:  # a letter with its value: a plain value answers it by its value
+        return gold.expr is not None and answer.expr is not None and _same_expr(gold, answer)
+    if gold.literal is not None or answer.literal is not None:
+        return gold.literal == answer.literal
     if answer.expr is None:
         return False
+    if gold.unit is not None and answer.unit is not None and _unit(gold.unit) != _unit(answer.unit):
+        return False
     return _same_expr(gold, answer)
+
+
+def _unit(unit: str) -> str:
+    """A unit as compared: lower case, one space, a plural s dropped (``Hours`` is ``hour``)."""
+    return " ".join(word[:-1] if word.endswith("s") and len(word) > 2 else word for word in unit.lower().split())
 
 
 def _same_expr(gold: Value, answer: Value) -> bool:
     from math_verify import verify
 
     if _is_number(gold.expr) and _is_number(answer.expr):
-        return _same_number(gold.expr, answer.expr, gold.decimals)
+        # a percent is its hundredth, or the number written before the sign: 20\% answers 0.2 and 20
+        scales = [(1, 1)] + [(1, 100)] * answer.percent + [(100, 1)] * gold.percent
+        return any(_same_number(gold.expr * gold_scale, answer.expr * answer_scale, gold.decimals, answer.decimals,
+                                gold.expr) for gold_scale, answer_scale in scales)
     return bool(verify(gold.expr, answer.expr, timeout_seconds=None))
 
 
@@ -387,24 +634,48 @@ def _is_number(expr: Any) -> bool:
             and expr.is_finite is not False)
 
 
-def _same_number(gold: Any, answer: Any, decimals: int | None) -> bool:
-    """Exactly equal when both are exact; within 1e-6 relative, or the gold's own rounding when it is written as
-    a decimal with ``decimals`` places, when either is a decimal. In sympy's floats, whose exponents do not
-    overflow (a 20,000-digit integer is a number too)."""
+# Significant digits a decimal needs to answer an exact gold: half a unit of its last place, relative.
+_PRECISION = decimal.Decimal("5e-6")
+
+
+def _same_number(gold: Any, answer: Any, gold_decimals: int | None, answer_decimals: int | None,
+                 written_gold: Any) -> bool:
+    """Whether the number ``answer`` answers ``gold``: exactly equal when both are exact; a decimal gold with
+    ``gold_decimals`` places is answered by what rounds to it there; an exact gold by a decimal of
+    ``answer_decimals`` places that it lies within half a unit of the last, with six significant digits; a
+    decimal of unknown places must equal it (to 12 digits). In sympy's numbers and exact decimal arithmetic:
+    any size, no overflow, no float rounding."""
     import sympy
 
-    gold, answer = gold.doit(), answer.doit()
-    if isinstance(gold, sympy.Rational) and isinstance(answer, sympy.Rational):
+    gold, answer = sympy.sympify(gold).doit(), sympy.sympify(answer).doit()
+    if isinstance(gold, sympy.Rational) and isinstance(answer, sympy.Rational) and gold_decimals is None:
         return gold == answer
-    difference = abs(sympy.N(gold - answer, 60))
-    scale = max(abs(sympy.N(gold, 60)), abs(sympy.N(answer, 60)), key=lambda size: size if size.is_Number else 0)
-    if not (difference.is_Number and scale.is_Number):  # sympy could not evaluate it as a number
+    expected, given = _decimal(gold), _decimal(answer)
+    if expected is None or given is None:  # sympy could not evaluate it as a real number
         from math_verify import verify
 
         return bool(verify(gold, answer, timeout_seconds=None))
+    if gold_decimals is not None:
+        quantum = decimal.Decimal(1).scaleb(-gold_decimals)
+        rounded = given.quantize(quantum, rounding=decimal.ROUND_HALF_UP, context=_NUMBERS)
+        return rounded == expected.quantize(quantum, context=_NUMBERS)
     if not (gold.has(sympy.Float) or answer.has(sympy.Float)):
-        return bool(difference <= sympy.Float("1e-40") * max(1, scale))
-    tolerance = sympy.Float("1e-6") * scale
-    if decimals is not None:
-        tolerance = max(tolerance, sympy.Float(0.5 * 10.0 ** -decimals * (1 + 1e-9)))
-    return bool(difference <= tolerance)
+        return abs(expected - given) <= decimal.Decimal("1e-40") * max(1, abs(expected))
+    if answer_decimals is not None and not gold.has(sympy.Float):
+        half = decimal.Decimal(1).scaleb(-answer_decimals) / 2
+        return expected == given or (abs(expected - given) <= half and half <= _PRECISION * abs(expected))
+    return abs(expected - given) <= decimal.Decimal("1e-12") * max(abs(expected), abs(given))
+
+
+_NUMBERS = decimal.Context(prec=80, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
+
+
+def _decimal(number: Any) -> decimal.Decimal | None:
+    """A real sympy number as a Decimal: a float as its decimal digits (2.55 is 2.55, not the binary float
+    nearest it), anything else to 60 significant digits; None when it is not a real number."""
+    import sympy
+
+    value = number if isinstance(number, sympy.Float) else sympy.N(number, 15 if number.has(sympy.Float) else 60)
+    if not (isinstance(value, sympy.Number) and value.is_real and value.is_finite):
+        return None
+    return _NUMBERS.create_decimal(str(value) if not isinstance(value, sympy.Integer) else int(value))

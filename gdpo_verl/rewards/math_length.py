@@ -47,8 +47,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gdpo_verl.core.checks import boolean, finite_number, whole_number
+from gdpo_verl.rewards import answers
 from gdpo_verl.rewards.answer_guard import plain_number, refusal
-from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, answer_part, response_length
+from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, response_length
 from gdpo_verl.rewards.verifier import AnswerChecker, Verdict
 
 logger = logging.getLogger("gdpo_verl")
@@ -126,16 +127,20 @@ class MathLengthReward:
         deadline = time.monotonic() + timeout_s  # covers waiting for the checker processes, their start included
         tokens = response_length(extra_info)
         truth = parse_ground_truth(ground_truth)
-        answers = final_answers(solution_str, think)
-        verdict = Verdict(False)
-        if answers:
-            verdict = _verdict(truth, solution_str, answers, think, self.checker, deadline)
+        verdict, found = Verdict(False), True
+        try:
+            boxes = final_answers(solution_str, think)
+            if boxes:
+                verdict = _verdict(truth, solution_str, boxes, think, self.checker, deadline)
+            found = bool(boxes)
+        except answers.Unreadable as error:  # a box that never closes
+            boxes, verdict = [], Verdict(None, f"the answer is not read: {error}")
         if verdict.value is None:
             self.failures += 1
             logger.warning(
                 "gdpo-verl math_length: could not check the answer %.80r, scored 0 with verify_failed=1: %s. "
                 "%d so far in this reward worker.",
-                " | ".join(answers),
+                " | ".join(boxes),
                 verdict.why,
                 self.failures,
             )
@@ -148,7 +153,7 @@ class MathLengthReward:
             "length": length,
             "short": short,
             "response_length": float(tokens),
-            "answer_found": float(bool(answers)),
+            "answer_found": float(found),
             "hedged": float(verdict.hedged),
             "verify_failed": float(verdict.value is None),
         }
@@ -216,12 +221,12 @@ def _answer_text(value: Any, what: str) -> str:
     return plain_number(str(value).strip())
 
 
-def _verdict(truth: MathTruth, text: str, answers: list[str], think: str, checker: AnswerChecker,
+def _verdict(truth: MathTruth, text: str, boxes: list[str], think: str, checker: AnswerChecker,
              deadline: float) -> Verdict:
     """The answer's verdict: True / False, or None (with why) when a needed check could not be made by
     ``deadline`` (a ``time.monotonic()`` value shared by every check of the response)."""
     if truth.parts is None:
-        return _any_true(checker, truth.alternatives, answers, deadline)
+        return _any_true(checker, truth.alternatives, boxes, deadline)
     given = answer_parts(text, think)
     if len(given) != len(truth.parts):
         return Verdict(False)
@@ -231,19 +236,19 @@ def _verdict(truth: MathTruth, text: str, answers: list[str], think: str, checke
     return next((verdict for verdict in results if verdict.value is None), Verdict(True))
 
 
-def _any_true(checker: AnswerChecker, golds: tuple[str, ...], answers: list[str], deadline: float) -> Verdict:
-    """Whether the boxes ``answers`` state any of ``golds``; no verdict if none did and some check could not be
+def _any_true(checker: AnswerChecker, golds: tuple[str, ...], boxes: list[str], deadline: float) -> Verdict:
+    """Whether the boxes ``boxes`` state any of ``golds``; no verdict if none did and some check could not be
     made."""
-    answers = [plain_number(answer) for answer in answers]
-    if sum(map(len, answers)) > MAX_ANSWER_CHARS:
+    if sum(map(len, boxes)) > MAX_ANSWER_CHARS:  # first: nothing else reads a text of any length
         return Verdict(None, f"over {MAX_ANSWER_CHARS} characters in its boxes")
-    for answer in answers:
+    boxes = [plain_number(box) for box in boxes]
+    for answer in boxes:
         refused = refusal(answer)
         if refused is not None:
             return Verdict(None, refused)
     undecided = None
     for gold in golds:
-        verdict = checker.check(gold, answers, deadline)
+        verdict = checker.check(gold, boxes, deadline)
         if verdict.value is True or verdict.hedged:
             return verdict
         if verdict.value is None:
@@ -252,13 +257,12 @@ def _any_true(checker: AnswerChecker, golds: tuple[str, ...], answers: list[str]
 
 
 def answer_parts(text: str, think: str = "required") -> list[str]:
-    """The parts of a multi-part answer: the contents of every ``\\boxed{}`` of the answer section when there are
-    several, else the last one's content split at top-level commas."""
-    section = text.rsplit("</think>", 1)[1] if think == "required" and "</think>" in text else text
-    boxes = all_boxed(section)
-    if len(boxes) > 1:
-        return boxes
-    return split_top_level(boxes[0]) if boxes else []
+    """The parts of a multi-part answer: the contents of every box of the answer section when there are several,
+    else the one box's content split at top-level commas; ``Unreadable`` for a box that never closes."""
+    found = final_answers(text, think)
+    if len(found) > 1:
+        return found
+    return split_top_level(found[0]) if found else []
 
 
 def split_top_level(text: str) -> list[str]:
@@ -276,48 +280,27 @@ def split_top_level(text: str) -> list[str]:
     return [part for part in parts if part]
 
 
-_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
-
-
-def all_boxed(text: str) -> list[str]:
-    """The contents of every ``\\boxed{...}`` / ``\\fbox{...}`` with balanced braces, in order. One pass over the
-    text, however many boxes it holds (a box inside a box is part of the outer one's content)."""
-    found, position = [], 0
-    while (box := _BOX.search(text, position)) is not None:
-        content, position = _balanced(text, box.end() - 1)
-        if content is None:
-            return found
-        if content:
-            found.append(content)
-    return found
-
-
-_BRACE = re.compile(r"[{}]")
-
-
-def _balanced(text: str, opening: int) -> tuple[str | None, int]:
-    """The stripped content of the brace group opening at ``opening`` and the position after it; (None, end of
-    text) when it never closes."""
-    depth = 0
-    for brace in _BRACE.finditer(text, opening):
-        depth += 1 if brace.group() == "{" else -1
-        if depth == 0:
-            return text[opening + 1 : brace.start()].strip(), brace.end()
-    return None, len(text)
-
-
 def last_boxed(text: str) -> str | None:
-    """The content of the last non-empty ``\\boxed{...}`` (or ``\\fbox{...}``) with balanced braces; None if none
+    """The content of the last non-empty box in ``text``; None if none, or if a box never closes
     (scripts/prepare_data.py reads a gold answer from a worked solution so)."""
-    boxes = all_boxed(text)
-    return boxes[-1] if boxes else None
+    try:
+        found = [box for box in answers.boxes(text) if box]
+    except answers.Unreadable:
+        return None
+    return found[-1] if found else None
 
 
 def final_answers(text: str, think: str = "required") -> list[str]:
-    """The content of every non-empty ``\\boxed{}`` (``\\fbox{}``, spacing before the brace tolerated) in the
-    answer part of ``text``, in order: together, the values the answer states."""
-    answer = answer_part(text, think)
-    return [] if answer is None else all_boxed(answer)
+    """The content of every non-empty box (``\\boxed``, ``\\fbox``, ``\\framebox``..., its content in braces or
+    one token after it) in the answer section of ``text``, in order: together, the values the answer states. The
+    answer section follows the first ``</think>`` (a second one does not hide the boxes before it), or is the
+    whole response with ``think="none"``; no ``</think>`` with ``think="required"``: no answer. ``Unreadable``
+    when a box never closes."""
+    if think == "required":
+        if "</think>" not in text:
+            return []
+        text = text.split("</think>", 1)[1]
+    return [box for box in answers.boxes(text) if box]
 
 
 def _check_options(max_length: Any, conditioned: Any, think: Any, timeout_s: Any) -> None:

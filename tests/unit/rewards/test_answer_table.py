@@ -33,7 +33,7 @@ HEDGES = [  # gold 5 unless given; at least 20 spellings of "several values"
     ("5 \\text{ and } 7", "5", "hedged"),
     ("x=5 \\text{ or } x=7", "5", "hedged"),
     ("5 \\text{ or possibly } 7", "5", "hedged"),
-    ("5 \\text{ unless } 7", "5", "hedged"),
+    ("5 \\text{ unless } 7", "5", "unread"),  # words that change the value
     ("x=5; x=7", "5", "hedged"),
     ("7 \\quad 5", "5", "hedged"),
     ("7 5", "5", "hedged"),
@@ -43,7 +43,7 @@ HEDGES = [  # gold 5 unless given; at least 20 spellings of "several values"
     ("x \\in \\{5, 7\\}", "5", "hedged"),
     ("\\pm 5", "5", "hedged"),
     ("\\frac{10}{2} \\text{ or } 7", "5", "hedged"),
-    ("x = 5 \\text{ and } y = 7", "5", "hedged"),
+    ("x = 5 \\text{ and } y = 7", "5", "wrong"),  # one point, (x, y) = (5, 7): not 5
     ("(C) or (D)", "C", "hedged"),
     ("\\textbf{(C)}\\ 5 \\text{ or } \\textbf{(D)}\\ 7", "C", "hedged"),
     ("\\text{A}$ $\\text{B}", "\\text{B}", "hedged"),
@@ -176,7 +176,85 @@ PLAIN = [
     ("5 \\hspace{1em} 7", "5", "unread"),
 ]
 
-TABLE = HEDGES + SEVERAL_BOXES + LISTS_SETS_INTERVALS_TUPLES + CHOICES + PLAIN
+FROM_REVIEW = [  # an independent adversarial pass on the reader: each row was scored otherwise before its fix
+    # hedges credited
+    ("7, \\boxed{5}", "5", "hedged"),  # a box inside a box is read in place, with what surrounds it
+    ("\\{7, 9, \\boxed{5}\\}", "5", "hedged"),
+    ("\\text{either seven or } \\boxed{5}", "5", "hedged"),
+    ("7,\\fbox{5}", "5", "hedged"),
+    ("7 \\neq \\boxed{5}", "5", "unread"),
+    ("5 \\text{ or seven}", "5", "hedged"),  # words after a connective are a value of their own
+    ("5 \\text{ or negative five}", "5", "hedged"),
+    ("5 \\text{ or } \\text{seven}", "5", "hedged"),
+    ("\\text{seven or maybe } 5", "5", "hedged"),
+    ("2, 3 \\text{ or maybe four}", "2, 3", "hedged"),
+    ("\\text{not } 5", "5", "unread"),  # words that change the value
+    ("5 \\text{ at most}", "5", "unread"),
+    ("5 \\text{ hours}", "5 \\text{ minutes}", "wrong"),  # units, when both have one, compare
+    ("5 \\text{ minutes}", "5 \\text{ minute}", "correct"),
+    ("5_{\\text{(or 7)}}", "5", "unread"),  # a subscript on a number
+    ("5_{7, 9}", "5", "unread"),
+    ("1011_2", "1011_2", "correct"),  # a number in base 2, as written
+    ("1011_{2}", "1011_2", "correct"),
+    ("11", "1011_2", "wrong"),
+    ("(C) or D", "C", "hedged"),  # a second letter after a choice
+    ("(C) D", "C", "hedged"),
+    ("(C) \\lor D", "C", "hedged"),
+    ("7 = 5", "5", "unread"),  # an equation between numbers that does not hold
+    ("x = 7 = 5", "5", "unread"),
+    ("7 \\equiv 5", "5", "unread"),
+    ("2+3 = 5 = 7", "7", "unread"),
+    ("2+3 = 5", "5", "correct"),
+    ("x = 2 + 3 = 5", "5", "correct"),
+    ("1000000.5", "1000000", "wrong"),  # a decimal states its value to half a unit of its last place
+    ("1000000.5", "1000001", "wrong"),
+    ("123456700.0", "123456789", "wrong"),
+    ("1.234567 \\times 10^{8}", "123456789", "wrong"),
+    ("2.55", "2.5", "wrong"),  # rounds to 2.6 at the gold's places
+    ("2.55", "2.6", "correct"),
+    ("0.54", "0.5", "correct"),  # rounds to the gold at its places
+    ("x^\u00b2+1", "x^2+1", "unread"),  # a superscript digit: before, an exception out of the reward
+    ("\u2460", "1", "unread"),
+    # correct answers scored 0
+    ("5 \\text{ cm}^2", "5", "correct"),  # the exponent is the unit's
+    ("6", "6\\text{ cm}^2", "correct"),
+    ("4\\pi \\text{ cm}^2", "4\\pi", "correct"),
+    ("5\\ \\text{cm}", "5", "correct"),
+    ("5~\\text{cm}", "5", "correct"),
+    ("\\text{Area} = 5", "5", "correct"),  # a label
+    ("\\text{Answer: } 5", "5", "correct"),
+    ("\\mathrm{P} = \\frac12", "\\frac{1}{2}", "correct"),
+    ("\\frac{1 \\pm \\sqrt{5}}{2}", "\\frac{1 \\pm \\sqrt{5}}{2}", "correct"),  # \\pm anywhere: two readings
+    ("\\frac{1 + \\sqrt{5}}{2}, \\frac{1 - \\sqrt{5}}{2}", "\\frac{1 \\pm \\sqrt{5}}{2}", "correct"),
+    ("x = \\frac{-3 \\pm \\sqrt5}{2}", "\\frac{-3 \\pm \\sqrt{5}}{2}", "correct"),
+    ("\\frac{1 + \\sqrt{5}}{2}", "\\frac{1 \\pm \\sqrt{5}}{2}", "wrong"),
+    ("\\textbf{5}", "5", "correct"),
+    ("\\mathbf{5}", "5", "correct"),
+    ("5.", "5", "correct"),  # trailing punctuation
+    ("\\frac12.", "\\frac{1}{2}", "correct"),
+    ("x = 5.", "5", "correct"),
+    ("60\u00b0", "60", "correct"),
+    ("\\left. 5 \\right.", "5", "correct"),
+    ("\\[5\\]", "5", "correct"),
+    ("60 \\text{ km/h}", "60", "correct"),
+    ("y = 2x - 1", "2x-y-1=0", "correct"),  # an equation whose side has unknowns stays an equation
+    ("2x - y + 3 = 0", "y=2x+3", "correct"),
+    ("x = 2x + 3", "y=2x+3", "wrong"),
+    ("x > 1 \\text{ and } x < 3", "(1,3)", "correct"),  # "and" and "," join conditions
+    ("x>1, x<3", "(1,3)", "correct"),
+    ("x > 1 \\text{ and } x < 3", "(-\\infty,\\infty)", "wrong"),
+    ("20\\%", "20", "correct"),  # a percent answers the number and its hundredth
+    ("20", "20\\%", "correct"),
+    ("0.2", "20\\%", "correct"),
+    ("5", "\\textbf{(C)}\\ 5", "correct"),  # a letter with its value, answered by the value
+    ("x = 1, y = 2", "(1,2)", "correct"),  # labelled coordinates: one point
+    ("y = 2, x = 1", "(1,2)", "correct"),
+    ("a=1 \\text{ and } b=2", "(1,2)", "correct"),
+    ("a = 1, b = 2, c = 3", "(1,2,3)", "correct"),
+    ("1 000 000", "1000000", "correct"),
+]
+
+TABLE = HEDGES + SEVERAL_BOXES + LISTS_SETS_INTERVALS_TUPLES + CHOICES + PLAIN + FROM_REVIEW
 OUTCOMES = {"correct": (1.0, 0.0, 0.0), "hedged": (0.0, 1.0, 0.0), "wrong": (0.0, 0.0, 0.0), "unread": (0.0, 0.0, 1.0)}
 REWARD = MathLengthReward()
 

@@ -63,6 +63,27 @@ def test_every_box_after_the_reasoning_is_the_answer_and_none_before():
     assert score("</think> \\boxed{4}, that is, \\boxed{\\frac{8}{2}}")["correct"] == 1.0  # one value, twice
 
 
+@pytest.mark.parametrize("response", [
+    "</think> The answer is \\boxed 7 or \\boxed{5}",  # a box with one token after it
+    "</think> The answer is \\boxed7 or \\boxed{5}",
+    "</think> \\fbox 7, \\boxed{5}",
+    "</think> \\framebox{7} \\boxed{5}",
+    "</think> \\framebox[2cm]{7} \\boxed{5}",
+    "</think> \\colorbox{yellow}{7} \\boxed{5}",
+    "</think> \\fcolorbox{red}{yellow}{7} \\boxed{5}",
+    "</think> \\boxed{7}. Hmm. </think> \\boxed{5}",  # a second </think> does not hide the boxes before it
+])
+def test_every_box_command_of_the_answer_counts(response):
+    # Before: only \boxed{...} and \fbox{...} with braces were found, after the last </think>: the 7 went unseen
+    result = score(response, "5")
+    assert (result["correct"], result["hedged"]) == (0.0, 1.0)
+
+
+def test_a_box_that_never_closes_is_not_read():
+    result = score("</think> \\boxed{5} and \\boxed{7", "5")
+    assert (result["correct"], result["verify_failed"], result["answer_found"]) == (0.0, 1.0, 1.0)
+
+
 def test_a_response_cut_off_inside_its_reasoning_is_not_correct():
     result = score("2+2... so \\boxed{4} but wait, let me check again", length=8000)
     assert (result["correct"], result["answer_found"], result["length"]) == (0.0, 0.0, 0.0)
