@@ -418,7 +418,9 @@ def same_output(actual: str, expected: str) -> bool:
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# one way to read each digit (not [0-9]+\.?[0-9]*, which backtracks quadratically on a long run of digits: a 16,000-digit
+# token took 4.5 s, holding the interpreter's lock)
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _same_token(token: str, wanted: str) -> bool:

@@ -90,15 +90,16 @@ _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 #   program of 14 MB);
 # - keys: add_key, request_key, keyctl (a big_key holds up to 1 MB for 16 bytes of the per-user quota);
 # - flushing every filesystem of the host: sync, syncfs;
-# - debugging other processes: ptrace, process_vm_readv, process_vm_writev;
+# - debugging other processes: ptrace, process_vm_readv, process_vm_writev; and perf events (perf_event_open: its
+#   ring buffers are charged to no cgroup);
 # - changing what the host set up to bound it: prctl(PR_SET_PDEATHSIG) (its parent-death signal ends the run when
 #   the host dies: switched off, a program outlived a reward worker killed under it) and prctl(PR_SET_THP_DISABLE)
 #   (the host switches transparent huge pages off; see Sandbox.__init__).
 _REFUSED_SYSCALLS = {
     "x86_64": (29, 30, 31, 68, 240, 319, 41, 53, 425, 426, 427, 206, 207, 208, 209, 210, 333, 253, 294, 300, 278,
-               248, 249, 250, 162, 306, 101, 310, 311),
+               248, 249, 250, 162, 306, 101, 310, 311, 298),
     "aarch64": (194, 196, 195, 186, 180, 279, 198, 199, 425, 426, 427, 0, 1, 4, 2, 3, 292, 26, 262, 75,
-                217, 218, 219, 81, 267, 117, 270, 271),
+                217, 218, 219, 81, 267, 117, 270, 271, 241),
 }
 _PRCTL = {"x86_64": 157, "aarch64": 167}
 _PR_SET_PDEATHSIG, _PR_SET_THP_DISABLE = 1, 41
@@ -248,6 +249,7 @@ class Sandbox:
         self._machine = platform.machine()
         self._tasks = _TaskCount(os.getuid())
         self._uid_base = _FIRST_SANDBOX_UID + random.SystemRandom().randrange(_UID_BLOCKS) * _SLOTS_PER_BLOCK
+        self._guardian: _Guardian | None = None  # root, local mode: started with the first run
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in range(slots):
             self._slots.put(slot)
@@ -324,16 +326,18 @@ class Sandbox:
                 try:
                     self._cgroups = _Cgroups(self.slots, memory, limits.processes)
                 except OSError as error:
-                    self._cgroups_error = str(error)
-        if self._cgroups_error:
-            return (f"no cgroup for the runs ({self._cgroups_error}): without one, kernel memory a run holds (page "
-                    "tables, huge pages, the slab of its files) is outside every limit and the CPU time of processes "
-                    f"the kernel reaps itself goes uncounted. Run the reward workers with a cgroup they may write, {fix}")
-        return ""
+                    self._cgroups_error = (
+                        f"no cgroup for the runs ({error}): without one, kernel memory a run holds (page tables, huge "
+                        "pages, the slab of its files) is outside every limit and the CPU time of processes the "
+                        f"kernel reaps itself goes uncounted. Run the reward workers with a cgroup they may write, {fix}")
+        return self._cgroups_error
 
     def close(self) -> None:
-        """Remove this sandbox's cgroups (strict isolation); call when no run is under way."""
+        """Remove this sandbox's cgroups (strict isolation) and stop its guardian; call when no run is under way."""
         with self._cgroups_lock:
+            if self._guardian is not None:
+                self._guardian.stop()
+                self._guardian = None
             if self._cgroups is not None:
                 self._cgroups.remove()
                 self._cgroups = None
@@ -349,6 +353,14 @@ class Sandbox:
         refusal = self._refusal()
         if refusal:
             return Outcome(UNAVAILABLE, None, "", "", 0.0, refusal)
+        if self._root and self.mode == "local":
+            with self._cgroups_lock:
+                if self._guardian is None:
+                    try:
+                        self._guardian = _Guardian(self._uid_base, self.slots)
+                    except OSError as error:
+                        return Outcome(UNAVAILABLE, None, "", "", 0.0, f"could not start the sandbox's guardian: "
+                                                                       f"{error}")
         try:
             slot = self._slots.get(timeout=self.limits.wall_s)
         except queue.Empty:
@@ -406,7 +418,11 @@ class Sandbox:
                     os.close(fd)
                 if block is not None:
                     os.close(block[0])
-                    placed = run.place(deadline)  # into the run's cgroup, before the program starts
+                    try:
+                        placed = run.place(deadline)  # into the run's cgroup, before the program starts
+                    except OSError as error:  # the slot's cgroup is gone or cannot take it: the sandbox's failure
+                        return Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started,
+                                       f"could not put the run in its cgroup: {error}")
                     if placed:
                         try:
                             os.write(block[1], b"x")
@@ -414,7 +430,7 @@ class Sandbox:
                             pass
                     os.close(block[1])
                     block = None
-                    if not placed and process.poll() is None:
+                    if not placed and not run.reap(max(deadline - time.monotonic(), 0)):
                         stuck = Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started,
                                         f"bubblewrap did not start the sandbox within {self.limits.wall_s:g} s")
                         return stuck  # the run is ended below
@@ -473,7 +489,8 @@ class Sandbox:
             # process it left; and bubblewrap collects it (its own first process, without this, is left to the
             # host's reaper at the end: a zombie under a parent that reaps nothing). --die-with-parent: the program
             # gets SIGKILL when bubblewrap dies, and bubblewrap when this process dies; the filter refuses switching
-            # that off (a program that did outlived a reward worker killed under it).
+            # that off. bubblewrap sets those only once its sandbox is set up: a run starting when this process dies
+            # is ended by the sandbox's guardian (_Guardian).
             # --disable-userns: no user namespace inside, so no mount, tmpfs or network of the program's own (a
             # tmpfs of its own would hold memory outside every limit)
             self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--as-pid-1", "--die-with-parent",
@@ -533,11 +550,18 @@ class Sandbox:
             else:
                 process.stdin.close()
             reading = {out, err}
+            counted = run.cpu_before is not None  # the run's cgroup counts its CPU time as it goes
+            counted_at = time.monotonic()
             while reading:
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                left = deadline - now
                 if left <= 0:
                     return result(TIMEOUT)
-                for key, _ in selector.select(timeout=min(left, 0.5)):
+                if counted and now - counted_at >= _CPU_POLL_S:
+                    counted_at = now
+                    if run.cgroup.cpu_seconds() - run.cpu_before >= self.limits.cpu_s - _CPU_SLACK_S:
+                        return result(_CPU_SPENT)  # ended at its CPU limit, in all its processes together
+                for key, _ in selector.select(timeout=min(left, _CPU_POLL_S if counted else 0.5)):
                     if key.fd == feed:
                         try:
                             sent += os.write(feed, data[sent:sent + 65536])
@@ -637,8 +661,9 @@ class _Cgroups:
         self._remove = weakref.finalize(self, _remove_all, self.slots)
         try:
             for slot in range(slots):
-                paths = [os.path.join(base, f"{_CGROUP_PREFIX}{os.getpid()}-{id(self)}-{slot}") for base in self.bases]
-                self.slots.append(_SlotCgroup(self.version, paths, memory_bytes, processes))
+                name = f"{_CGROUP_PREFIX}{_owner(os.getpid())}-{id(self)}-{slot}"
+                self.slots.append(_SlotCgroup(self.version, [os.path.join(base, name) for base in self.bases],
+                                              memory_bytes, processes))
         except OSError:
             self.remove()
             raise
@@ -652,13 +677,28 @@ def _remove_all(slots: list[_SlotCgroup]) -> None:
         slots.pop().remove(_TEARDOWN_S)
 
 
+def _owner(pid: int) -> str | None:
+    """Who owns a sandbox's cgroups, as their names say it: this pid namespace, the process's pid and its start
+    time (a pid number used again is another process); None when ``pid`` runs no more."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            started = stat.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+    return f"{os.stat('/proc/self/ns/pid').st_ino}-{pid}-{started}"
+
+
 def _sweep(bases: list[str]) -> None:
-    """Remove the cgroups of sandboxes whose process is gone (a reward worker that died): what is left in them is
-    killed first."""
+    """Remove the cgroups of sandboxes of this pid namespace whose process is gone (a reward worker that died):
+    what is left in them is killed first. Those of other pid namespaces are theirs to sweep (a hierarchy may be
+    shared by every container of a machine, and a pid means nothing across namespaces)."""
+    namespace = f"{os.stat('/proc/self/ns/pid').st_ino}-"
     for base in bases:
         for entry in os.listdir(base):
-            owner = entry[len(_CGROUP_PREFIX):].split("-")[0] if entry.startswith(_CGROUP_PREFIX) else ""
-            if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            if not entry.startswith(_CGROUP_PREFIX + namespace):
+                continue
+            _, pid, started = entry[len(_CGROUP_PREFIX):].split("-")[:3]
+            if pid.isdigit() and _owner(int(pid)) != f"{namespace}{pid}-{started}":
                 leftover = _SlotCgroup.__new__(_SlotCgroup)
                 leftover.paths = [os.path.join(base, entry)]
                 leftover.remove(_TEARDOWN_S)
@@ -793,6 +833,10 @@ class _SlotCgroup:
 
 # The kernel sends SIGXCPU when a process's own count reaches its limit; a cgroup's count may trail it by a tick.
 _CPU_SLACK_S = 0.02
+# How often a run's cgroup's CPU count is read while it runs (strict isolation): its processes together may not pass
+# cpu_s by more than this times the cores they run on (each also has RLIMIT_CPU).
+_CPU_POLL_S = 0.1
+_CPU_SPENT = "cpu"  # _talk: the run was stopped at its CPU limit
 # Seconds bubblewrap gets to collect its child once the host killed it: the kernel ends a pid namespace
 # asynchronously, and a program of hundreds of MB takes a moment to go.
 _TEARDOWN_S = 30.0
@@ -825,20 +869,26 @@ class _Run:
             self.read_status(block)
         self.cgroup.clear(_TEARDOWN_S)  # empty unless the run before could not be collected
         self.cgroup.add(self.child_pid)
+        with open(f"/proc/{self.child_pid}/oom_score_adj", "w") as score:
+            score.write("1000")  # past its cgroup's bound the OOM killer takes the run, never the reward worker
         self.cpu_before = self.cgroup.cpu_seconds()
         return True
 
     def read_status(self, block: bytes) -> None:
-        """bubblewrap's JSON status lines: the first names its child's host pid (``child-pid``), the last the
-        program's exit (``exit-code``). A pidfd of the child is taken while bubblewrap, its parent, has not
-        collected it, and is kept only if the pid is still bubblewrap's child (its number not reused)."""
+        """bubblewrap's JSON status lines: the first says its child exists (``child-pid``, a pid of bubblewrap's
+        own pid namespace, which under strict isolation is not this process's: the child's host pid is read from
+        bubblewrap's list of children), the last the program's exit (``exit-code``). A pidfd of the child is taken
+        while bubblewrap, its parent, has not collected it, and is kept only if the pid is still bubblewrap's child
+        (its number not reused)."""
         self.status += block
         if self.child is not None or b"\n" not in self.status:
             return
         try:
-            pid = int(json.loads(self.status.split(b"\n", 1)[0])["child-pid"])
+            json.loads(self.status.split(b"\n", 1)[0])["child-pid"]
+            with open(f"/proc/{self.process.pid}/task/{self.process.pid}/children") as children:
+                pid = int(children.read().split()[0])
             child = os.pidfd_open(pid)
-        except (ValueError, KeyError, TypeError, OSError):  # no such line, or the child has already gone
+        except (ValueError, KeyError, TypeError, IndexError, OSError):  # no such line, or the child has gone
             return
         if _parent(pid) == self.process.pid:
             self.child, self.child_pid = child, pid
@@ -865,6 +915,72 @@ class _Run:
                 os.close(fd)
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             stream.close()  # unbuffered (bufsize=0): nothing left to flush into a closed pipe
+
+
+# The guardian: waits for its host to die (a pidfd of it) or to stop it (SIGTERM), then kills every process under
+# the sandbox's user ids until none has been seen for QUIET seconds (at most LAST seconds).
+_GUARDIAN = r"""
+import os, select, signal, sys, time
+host, first, count = (int(argument) for argument in sys.argv[1:4])
+QUIET, LAST = 2.0, 60.0
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+wake, woken = os.pipe()
+os.set_blocking(woken, False)
+signal.set_wakeup_fd(woken)
+signal.signal(signal.SIGTERM, lambda *_: None)  # the host stops it: its wake-up descriptor becomes readable
+try:
+    pidfd = os.pidfd_open(host)
+except ProcessLookupError:  # the host died already
+    pidfd = None
+if pidfd is not None and os.getppid() == host:  # else the host died before the pidfd was taken
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(wake, select.POLLIN)
+    poller.poll()
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+end, seen = time.monotonic() + LAST, time.monotonic()
+while time.monotonic() < end and time.monotonic() - seen < QUIET:
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as status:
+                fields = dict(line.split(b":", 1) for line in status if b":" in line)
+            uid, state = int(fields[b"Uid"].split()[0]), fields[b"State"].split()[0]
+            if first <= uid < first + count and state != b"Z":  # a zombie is its parent's to collect
+                os.kill(int(entry.name), signal.SIGKILL)
+                seen = time.monotonic()
+        except OSError:  # ended meanwhile
+            continue
+    time.sleep(0.05)
+"""
+
+
+class _Guardian:
+    """A process that outlives this one (a session of its own) to end the runs this one was starting when it died.
+    bubblewrap sets a run's parent-death signals only once its sandbox is set up: a reward worker killed while a run
+    was starting left that run to go on with no wall clock, forever (one kill in 60 in a review). On the host's
+    death the guardian kills every process under the sandbox's user ids (root: each run has one of its own, which
+    a program cannot change) until none is left. Started once per sandbox; stopped by ``Sandbox.close``, or when the
+    sandbox is collected."""
+
+    def __init__(self, first_uid: int, count: int) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _GUARDIAN, str(os.getpid()), str(first_uid), str(count)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+        self._stop = weakref.finalize(self, _stop_guardian, self.process)
+
+    def stop(self) -> None:
+        self._stop()
+
+
+def _stop_guardian(process: subprocess.Popen) -> None:
+    """The host is done with its runs: the guardian sweeps once more and exits (collected by the next Popen, or
+    by init once this process exits)."""
+    try:
+        process.terminate()
+    except ProcessLookupError:
+        pass
 
 
 def _readable(fd: int, timeout: float) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 
@@ -243,6 +244,16 @@ def test_numbers_compare_exactly_at_any_size_never_through_a_float():
     assert not same_output("2" + "0" * 400 + ".5", "1e400") and same_output("1" + "0" * 400 + ".5", "1e400")
     assert same_output("10e399", "1e400")
     assert not same_output("1e999999999999999999999", "1e999999999999999999999.5")
+
+
+def test_a_long_run_of_digits_is_compared_in_linear_time():
+    # Before: the decimal pattern backtracked quadratically: 16,000 digits and a letter took 4.5 s, holding the
+    # interpreter's lock (every other slot and the event loop waited)
+    token = "1" * 200_000 + "x"
+    started = time.monotonic()
+    assert not same_output(token, "0.5")
+    assert not same_output(token + " 2", "0.5 2")
+    assert time.monotonic() - started < 1.0
 
 
 @settings(max_examples=300, deadline=None)

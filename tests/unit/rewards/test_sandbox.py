@@ -522,6 +522,7 @@ REFUSED = {  # what the filter refuses, by class (gdpo_verl/rewards/sandbox.py, 
     "sync": "libc.syscall(162 if x86 else 81)",
     "syncfs": "libc.syncfs(0)",
     "ptrace": "libc.ptrace(16, 1, 0, 0)",
+    "perf events": "libc.syscall(298 if x86 else 241, ctypes.create_string_buffer(128), 0, -1, -1, 0)",
     "parent-death signal off": "libc.prctl(1, 0, 0, 0, 0)",
     "huge pages on": "libc.prctl(41, 0, 0, 0, 0)",
 }
@@ -684,6 +685,75 @@ def test_a_thousand_descriptors_open_in_the_host_change_nothing(sandbox):
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+HOST = """
+import sys, time
+from gdpo_verl.rewards import sandbox as module
+placing = module._SlotCgroup.add
+
+def slow_add(self, pid):  # a window as long as the kill needs, where a real start has a few milliseconds
+    open(sys.argv[2], "w").close()
+    time.sleep(30)
+    placing(self, pid)
+
+module._SlotCgroup.add = slow_add
+sandbox = module.Sandbox("local", module.Limits(wall_s=2, cpu_s=2))
+sandbox._refusal()  # the cgroups, without a first run
+sandbox.run("import os, time\\nos.fork()\\ntime.sleep(600)", "", (sys.argv[1],))
+"""
+
+
+def test_a_reward_worker_killed_while_a_run_starts_leaves_no_run_behind(tmp_path):
+    # Before: bubblewrap sets its parent-death signals only once its sandbox is set up, so a reward worker killed
+    # while a run was starting (here: while the run's first process was being put in its cgroup) left that run
+    # alive, with no wall clock, forever (a review saw it in 6 kills of 20, and 1 in 60 with a real start's few
+    # milliseconds). Now the sandbox's guardian, on the worker's death, kills every process under its user ids.
+    mark, placing = f"gdpo-orphan-{uuid.uuid4().hex[:8]}", tmp_path / "placing"
+    host = subprocess.Popen([sys.executable, "-c", HOST, mark, str(placing)])
+    try:
+        deadline = time.monotonic() + 30
+        while not placing.exists():
+            assert time.monotonic() < deadline and host.poll() is None, "the run never started"
+            time.sleep(0.02)
+        host.kill()
+        host.wait()
+        deadline = time.monotonic() + 10  # the guardian sweeps every 50 ms
+        while marked(mark, host.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marked(mark, host.pid) == []
+    finally:
+        host.kill()
+        for pid in marked(mark, host.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_cpu_time_over_many_sessions_is_stopped_at_the_run_s_limit(sandbox):
+    # Before: cpu_s was counted after the run only; 8 processes in sessions of their own (each an autogroup of the
+    # scheduler) took 6.3 s of CPU with cpu_s 2, the whole machine for 4 s, and an honest run beside timed out
+    code = """
+import os, signal
+signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+for _ in range(7):
+    if os.fork() == 0:
+        break
+if os.getpid() != 1:  # the first leads its session already
+    os.setsid()
+while True:
+    pass
+"""
+    started = time.monotonic()
+    outcome = sandbox.run(code, "")
+    assert outcome.status == TIMEOUT and "of CPU" in outcome.why, outcome
+    used = float(outcome.why.split()[1])
+    cores = len(os.sched_getaffinity(0))
+    assert used < LIMITS.cpu_s + 0.5 * cores  # read every 0.1 s: past the limit by at most that, on every core
+    assert time.monotonic() - started < LIMITS.wall_s
+
+
+def test_past_its_cgroup_s_bound_the_oom_killer_takes_the_run_not_the_reward_worker(sandbox):
+    outcome = sandbox.run("print(open('/proc/self/oom_score_adj').read().strip())", "")
+    assert outcome.stdout == "1000\n"
+
+
 NO_CGROUP = """
 import sys
 from gdpo_verl.rewards import sandbox
@@ -709,17 +779,29 @@ def test_without_a_cgroup_strict_isolation_is_refused_naming_the_fix_and_relaxed
     assert relaxed == "relaxed ran 1"
 
 
-def test_the_cgroups_of_a_sandbox_whose_process_died_are_removed(sandbox):
+def test_the_cgroups_of_a_sandbox_whose_process_died_are_removed_and_no_others(sandbox):
+    # A cgroup's name says who owns it: the pid namespace, the pid and the pid's start time. Before: only the pid,
+    # so a sandbox in another pid namespace (another container on a shared hierarchy) removed a live one's cgroups
+    # and its next run raised.
     base = sandbox._cgroups.bases[0]
+    namespace = os.stat("/proc/self/ns/pid").st_ino
     dead = subprocess.Popen(["true"])
     dead.wait()
-    leftover = os.path.join(base, f"gdpo-sandbox-{dead.pid}-7-0")
-    os.mkdir(leftover)
-    sweeper = Sandbox("local", LIMITS)
-    sweeper.check()  # a new sandbox sweeps them
-    sweeper.close()
-    assert not os.path.exists(leftover)
-    assert not [entry for entry in os.listdir(base) if entry.startswith(f"gdpo-sandbox-{os.getpid()}-{id(sweeper)}")]
+    alive_started = open(f"/proc/{os.getpid()}/stat").read().rsplit(")", 1)[1].split()[19]
+    leftovers = [os.path.join(base, f"gdpo-sandbox-{namespace}-{dead.pid}-12345-7-0"),
+                 os.path.join(base, f"gdpo-sandbox-{namespace}-{os.getpid()}-1-7-0")]  # a pid used again
+    kept = [os.path.join(base, f"gdpo-sandbox-{namespace + 1}-{dead.pid}-12345-7-0"),  # another pid namespace's
+            os.path.join(base, f"gdpo-sandbox-{namespace}-{os.getpid()}-{alive_started}-7-0")]  # a live owner's
+    for path in leftovers + kept:
+        os.mkdir(path)
+    try:
+        sweeper = Sandbox("local", LIMITS)
+        sweeper.check()  # a new sandbox sweeps
+        sweeper.close()
+        assert [os.path.exists(path) for path in leftovers + kept] == [False, False, True, True]
+    finally:
+        for path in kept:
+            os.rmdir(path)
 
 
 SANDBOX_AS_ANOTHER_USER = """
