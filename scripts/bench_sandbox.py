@@ -1,16 +1,24 @@
-"""What the coding reward's sandbox costs: programs per second and the time one program takes, run bare (this
-interpreter, no limits), with the limits only (``Sandbox("none")``) and in the sandbox (``Sandbox("local")``),
-side by side in one run, alternating, on the same short programs.
+"""What scoring a coding response costs: test cases per second, side by side in one run, alternating, on the same
+responses (each a short program with its test cases), as many at once as cores:
 
-    python scripts/bench_sandbox.py                 # 2 rounds of 40 programs per way, as many at once as cores
-    python scripts/bench_sandbox.py --programs 200 --slots 8
+    bare                 this interpreter started once per test case, no sandbox and no limits
+    sandbox per case     a sandbox and an interpreter started per test case (``Sandbox.run``: a session of one run)
+    coding reward        the coding reward (``compute_score``): the program compiled once per session, each test case
+                         a process forked from it (sessions of the response's slot, more when slots are free)
 
-Prints one line per way: programs/s, median and 90th percentile seconds per program, and the ratio to bare.
+    python scripts/bench_sandbox.py                      # 3 responses x 20 test cases, 2 rounds, slots = cores
+    python scripts/bench_sandbox.py --responses 8 --rounds 3 --slots 8
+
+Prints per way: test cases per second, core-milliseconds per test case, the overhead over the program's own CPU
+time (measured here, in this process), and the ratio to bare; then what a 64-core node would sustain, projected
+from the per-core rate (labelled as such: not measured).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import statistics
 import subprocess
@@ -18,71 +26,134 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from gdpo_verl.rewards.coding import CodingReward
 from gdpo_verl.rewards.sandbox import OK, Sandbox
 
-# A typical accepted solution: read the input, compute, print (what most test cases of a coding set run).
-PROGRAM = "import sys\nnumbers = list(map(int, sys.stdin.read().split()))\nprint(sum(x * x for x in numbers) % 1000003)\n"
-STDIN = " ".join(str(i) for i in range(2000))
+# Typical accepted solutions: read the input, compute, print (what most test cases of a coding set run).
+PROGRAMS = [
+    "import sys\nnumbers = list(map(int, sys.stdin.read().split()))\nprint(sum(x * x for x in numbers) % 1000003)\n",
+    "import sys\nfrom collections import deque\nn = int(sys.stdin.readline())\nseen = [False] * n\nqueue = deque([0])\n"
+    "seen[0] = True\nwhile queue:\n    at = queue.popleft()\n    for to in (at * 2 % n, (at + 1) % n):\n"
+    "        if not seen[to]:\n            seen[to] = True\n            queue.append(to)\nprint(sum(seen))\n",
+    "import bisect, sys\ndata = sys.stdin.read().split()\nvalues = sorted(map(int, data[1:]))\n"
+    "print(bisect.bisect_left(values, int(data[0])))\n",
+]
+CASES = 20
+
+
+def inputs(program: int) -> list[str]:
+    if program == 0:
+        return [" ".join(str(i * case % 997) for i in range(200 + 100 * case)) for case in range(CASES)]
+    if program == 1:
+        return [f"{500 + 250 * case}\n" for case in range(CASES)]
+    return [f"{case * 37} " + " ".join(str(i * 7919 % 1000) for i in range(100 + 50 * case)) for case in range(CASES)]
+
+
+def expected(program: str, stdin: str) -> str:
+    """The program's output, run here; also what the program's own CPU time is measured on."""
+    saved = sys.stdin, sys.stdout
+    sys.stdin, sys.stdout = io.StringIO(stdin), io.StringIO()
+    try:
+        exec(compile(program, "main.py", "exec"), {"__name__": "__main__"})
+        return sys.stdout.getvalue()
+    finally:
+        sys.stdin, sys.stdout = saved
+
+
+def own_seconds(responses: list[tuple[str, list[str]]]) -> float:
+    """CPU seconds per test case of the programs themselves (in this interpreter, no start-up)."""
+    started = time.process_time()
+    for program, stdins in responses:
+        for stdin in stdins:
+            expected(program, stdin)
+    return (time.process_time() - started) / sum(len(stdins) for _, stdins in responses)
 
 
 def bare(python: str):
-    def run() -> bool:
-        done = subprocess.run([python, "-I", "-B", "-c", PROGRAM], input=STDIN, capture_output=True, text=True,
-                              timeout=30)
-        return done.returncode == 0
-    return run
+    def score(program: str, stdins: list[str], outputs: list[str]) -> int:
+        passed = 0
+        for stdin, output in zip(stdins, outputs):
+            done = subprocess.run([python, "-I", "-B", "-c", program], input=stdin, capture_output=True, text=True,
+                                  timeout=60)
+            passed += done.returncode == 0 and done.stdout == output
+        return passed
+    return score
 
 
-def sandboxed(sandbox: Sandbox):
-    def run() -> bool:
-        return sandbox.run(PROGRAM, STDIN).status == OK
-    return run
+def per_case(sandbox: Sandbox):
+    def score(program: str, stdins: list[str], outputs: list[str]) -> int:
+        passed = 0
+        for stdin, output in zip(stdins, outputs):
+            outcome = sandbox.run(program, stdin)
+            passed += outcome.status == OK and outcome.stdout == output
+        return passed
+    return score
 
 
-def measure(run, programs: int, slots: int) -> tuple[float, list[float]]:
-    def timed(_: int) -> float:
-        started = time.perf_counter()
-        if not run():
-            raise RuntimeError("a benchmark program did not run clean")
-        return time.perf_counter() - started
+def coding_reward(reward: CodingReward):
+    def score(program: str, stdins: list[str], outputs: list[str]) -> int:
+        truth = json.dumps({"inputs": stdins, "outputs": outputs})
+        result = reward("bench", f"</think>\n```python\n{program}```", truth, {"response_length": 100})
+        if result["verify_failed"]:
+            raise RuntimeError("the coding reward could not check a benchmark response")
+        return int(result["tests_passed"])
+    return score
 
+
+def measure(score, responses: list[tuple[str, list[str], list[str]]], slots: int) -> float:
+    """Test cases per second, scoring every response once, ``slots`` responses at once."""
     started = time.perf_counter()
     with ThreadPoolExecutor(slots) as pool:
-        seconds = list(pool.map(timed, range(programs)))
-    return programs / (time.perf_counter() - started), seconds
+        passed = list(pool.map(lambda response: score(*response), responses))
+    seconds = time.perf_counter() - started
+    if sum(passed) != sum(len(stdins) for _, stdins, _ in responses):
+        raise RuntimeError(f"a benchmark test case failed: {passed} passed")
+    return sum(len(stdins) for _, stdins, _ in responses) / seconds
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--programs", type=int, default=40, help="programs per way and round (default 40)")
+    parser.add_argument("--responses", type=int, default=3, help="responses per way and round (default 3; each "
+                        f"has {CASES} test cases; the programs are used in turn)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds, the ways alternating (default 2)")
-    parser.add_argument("--slots", type=int, default=len(os.sched_getaffinity(0)), help="programs at once")
+    parser.add_argument("--slots", type=int, default=len(os.sched_getaffinity(0)), help="test cases at once "
+                        "(default: the cores)")
     args = parser.parse_args(argv)
-    if args.programs < 1 or args.rounds < 1 or args.slots < 1:
-        parser.error("--programs, --rounds and --slots must be at least 1")
-    local = Sandbox("local", slots=args.slots)
-    local.check()
-    plain = Sandbox("none", python=local.python, slots=args.slots)
-    plain.check()
-    ways = {"bare": bare(local.python), "limits only": sandboxed(plain), "sandbox (bubblewrap)": sandboxed(local)}
+    if args.responses < 1 or args.rounds < 1 or args.slots < 1:
+        parser.error("--responses, --rounds and --slots must be at least 1")
+    responses = []
+    for number in range(args.responses):
+        program = PROGRAMS[number % len(PROGRAMS)]
+        stdins = inputs(number % len(PROGRAMS))
+        responses.append((program, stdins, [expected(program, stdin) for stdin in stdins]))
+    own = own_seconds([(program, stdins) for program, stdins, _ in responses])
+    sandbox = Sandbox("local", slots=args.slots)
+    sandbox.check()
+    reward = CodingReward(workers=args.slots)
+    reward.prepare()
+    ways = {"bare": bare(sandbox.python), "sandbox per case": per_case(sandbox), "coding reward": coding_reward(reward)}
     rates: dict[str, list[float]] = {name: [] for name in ways}
-    seconds: dict[str, list[float]] = {name: [] for name in ways}
     try:
         for _ in range(args.rounds):
-            for name, run in ways.items():
-                rate, each = measure(run, args.programs, args.slots)
-                rates[name].append(rate)
-                seconds[name].extend(each)
+            for name, score in ways.items():
+                rates[name].append(measure(score, responses, args.slots))
     finally:
-        local.close()
-    print(f"{args.programs} programs x {args.rounds} rounds per way, {args.slots} at once, "
-          f"{len(os.sched_getaffinity(0))} cores; interpreter {local.python}; bubblewrap {local.bwrap}")
-    base = statistics.median(seconds["bare"])
-    print(f"{'way':<22} {'programs/s':>10} {'median s':>9} {'p90 s':>7} {'median / bare':>13}")
+        reward.close()
+        sandbox.close()
+    cores = len(os.sched_getaffinity(0))
+    print(f"{args.responses} responses x {CASES} test cases x {args.rounds} rounds per way, {args.slots} at once, "
+          f"{cores} cores; interpreter {sandbox.python}; bubblewrap {sandbox.bwrap}; isolation {sandbox.isolation}")
+    print(f"the programs' own CPU time: {own * 1000:.2f} ms per test case (measured in this process)")
+    base = statistics.median(rates["bare"])
+    print(f"{'way':<18} {'cases/s':>8} {'core-ms/case':>12} {'overhead ms':>11} {'/ bare':>7}  rounds")
     for name in ways:
-        each = sorted(seconds[name])
-        median, p90 = statistics.median(each), each[int(0.9 * (len(each) - 1))]
-        print(f"{name:<22} {statistics.median(rates[name]):10.1f} {median:9.4f} {p90:7.4f} {median / base:12.2f}x")
+        rate = statistics.median(rates[name])
+        cost = min(args.slots, cores) / rate * 1000
+        print(f"{name:<18} {rate:8.1f} {cost:12.2f} {cost - own * 1000:11.2f} {rate / base:6.2f}x  "
+              + " ".join(f"{value:.1f}" for value in rates[name]))
+    per_core = statistics.median(rates["coding reward"]) / min(args.slots, cores)
+    print(f"projected, not measured: a 64-core node at this per-core rate scores {per_core * 64:.0f} test cases/s "
+          f"with the coding reward ({statistics.median(rates['bare']) / min(args.slots, cores) * 64:.0f} bare)")
     return 0
 
 

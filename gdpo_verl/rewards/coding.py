@@ -5,9 +5,10 @@ reward manager (it passes the response's token count as ``extra_info["response_l
 ``+reward.custom_reward_function.reward_kwargs.<name>``.
 
 The program is the last fenced Python block (```` ```python ... ``` ````) of the answer part of the response (after
-``</think>`` for reasoning models). It runs once per test case, each run in a sandbox of its own
-(``gdpo_verl/rewards/sandbox.py``: bubblewrap, no network, a read-only system, limits on CPU, memory, processes,
-file size, output and wall clock), or with ``sandbox=fusion`` on the Sandbox Fusion server of verl's
+``</think>`` for reasoning models). It runs once per test case, in a sandbox (``gdpo_verl/rewards/sandbox.py``:
+bubblewrap, no network, a read-only system, limits per test case on CPU, memory, processes, file size, output and
+wall clock) that compiles it once and runs each test case in a process forked from that state, nothing passing
+from one test case to the next (``Session``), or with ``sandbox=fusion`` on the Sandbox Fusion server of verl's
 ``reward.sandbox_fusion`` settings (``gdpo_verl/rewards/sandbox_fusion.py``), scored the same way. Every test case
 counts (none is left out of ``pass_rate``'s denominator); once ``stop_after_timeouts`` of a response's runs ran out
 of time, the cases not yet started are not run and fail.
@@ -52,13 +53,15 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from gdpo_verl.core.checks import finite_number, whole_number
 from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, answer_part, response_length
-from gdpo_verl.rewards.sandbox import MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox
+from gdpo_verl.rewards.sandbox import MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox, Session
 from gdpo_verl.rewards.sandbox_fusion import FUSION, SETTINGS, FusionSandbox, FusionSettings
 
 logger = logging.getLogger("gdpo_verl")
@@ -102,8 +105,9 @@ class CodingReward:
     reward manager makes one for itself (``compute_score.reward_class``).
 
     Args:
-        workers: test cases run at once in a local sandbox (each in its own); default: the cores this process
-            may use. A Sandbox Fusion server takes ``reward.sandbox_fusion.max_concurrent`` at once.
+        workers: sandbox slots, test cases run at once in local sandboxes (a response takes one slot, and more
+            when they are free); default: the cores this process may use. A Sandbox Fusion server takes
+            ``reward.sandbox_fusion.max_concurrent`` at once.
     """
 
     def __init__(self, workers: int | None = None) -> None:
@@ -221,7 +225,12 @@ class CodingReward:
             return _scored(result, passed=0, clean=False, timeouts=0, short=tokens <= max_length,
                            weights=weights, objectives=objectives)
         stop = _Stop(stop_after_timeouts)
-        ran = list(pool.map(lambda case: stop.run(runner, code, cases, case), range(len(cases.inputs))))
+        program = code if cases.fn_name is None else f"open('solution.py', 'w').write({code!r})\n{_CALL_HARNESS}"
+        if isinstance(runner, Sandbox):
+            ran = _run_in_sessions(runner, pool, program, cases, stop)
+        else:
+            ran = list(pool.map(lambda case: stop.run(partial(runner.run, program), cases, case),
+                                range(len(cases.inputs))))
         outcomes = [entry for entry in ran if entry is not None]
         failed = [outcome for outcome, _, _ in outcomes if outcome.status == UNAVAILABLE]
         if failed:
@@ -254,11 +263,11 @@ class _Stop:
         self.limit, self.count = limit, 0
         self._lock = threading.Lock()
 
-    def run(self, runner: Sandbox | FusionSandbox, code: str, cases: Cases, case: int) -> tuple | None:
+    def run(self, run: Callable[..., Outcome], cases: Cases, case: int) -> tuple | None:
         with self._lock:
             if self.limit and self.count >= self.limit:
                 return None
-        entry = _run_case(runner, code, cases, case)
+        entry = _run_case(run, cases, case)
         if out_of_time(entry[0]):
             with self._lock:
                 self.count += 1
@@ -339,14 +348,58 @@ def extract_code(text: str, think: str = "required") -> str | None:
     return blocks[-1] if blocks and blocks[-1].strip() else None
 
 
-def _run_case(runner: Sandbox, code: str, cases: Cases, case: int) -> tuple[Outcome, bool, bool]:
-    """(the run, whether its test case passed, whether it ran clean)."""
+def _run_in_sessions(runner: Sandbox, pool: ThreadPoolExecutor, program: str, cases: Cases, stop: _Stop) -> list:
+    """Run a response's test cases in sessions of ``runner`` (the program compiled once per session, each test case
+    a process forked from it): one that waits for a slot, run here, and another, in ``pool``, whenever a slot is free
+    and what is left would take longer than starting a session costs (as measured on this response: slow test cases
+    spread over the free cores at once, quick ones stay in one session); each session takes the next test case not
+    yet taken until none is left."""
+    ran: list = [None] * len(cases.inputs)
+    following = iter(range(len(cases.inputs)))
+    lock = threading.Lock()
+    taken = [0]
+
+    def take() -> int | None:
+        with lock:
+            case = next(following, None)
+            taken[0] += case is not None
+            return case
+
+    def drain(session: Session) -> None:
+        with session:
+            while (case := take()) is not None:
+                ran[case] = stop.run(session.run, cases, case)
+
+    helpers = []
+    try:
+        with runner.session(program) as first:
+            began, done = time.monotonic(), 0
+            while (case := take()) is not None:
+                ran[case] = stop.run(first.run, cases, case)
+                done += 1
+                sessions = len(helpers) + 1
+                left = len(ran) - taken[0]
+                per_case = (time.monotonic() - began - first.start_seconds) / done
+                # one more session saves left x per_case x (1/sessions - 1/(sessions + 1)) and costs a start
+                if (first.slot is not None and sessions < runner.slots
+                        and left * per_case / (sessions * (sessions + 1)) > first.start_seconds):
+                    helper = runner.session(program, wait=False)
+                    if helper is not None:
+                        helpers.append(pool.submit(drain, helper))
+    finally:
+        for helper in helpers:
+            helper.result()
+    return ran
+
+
+def _run_case(run: Callable[..., Outcome], cases: Cases, case: int) -> tuple[Outcome, bool, bool]:
+    """(the run, whether its test case passed, whether it ran clean); ``run(stdin, argv)`` runs the program (for
+    call-based tests, the harness and the solution)."""
     if cases.fn_name is None:
-        outcome = runner.run(code, cases.inputs[case])
+        outcome = run(cases.inputs[case], ())
         return outcome, outcome.status == OK and same_output(outcome.stdout, cases.outputs[case]), outcome.status == OK
     marker = f"gdpo-result-{secrets.token_hex(8)}:"
-    program = f"open('solution.py', 'w').write({code!r})\n{_CALL_HARNESS}"
-    outcome = runner.run(program, json.dumps(cases.inputs[case]), (cases.fn_name, marker))
+    outcome = run(json.dumps(cases.inputs[case]), (cases.fn_name, marker))
     line = next((line for line in reversed(outcome.stdout.splitlines()) if line.startswith(marker)), None)
     if outcome.status != OK or line is None:
         return outcome, False, False

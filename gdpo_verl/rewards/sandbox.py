@@ -10,8 +10,8 @@ run gets fresh namespaces of every kind, so the program has:
 - a read-only system: ``/usr`` and the interpreter's installation, nothing else of the host; no home directory,
   no ``/tmp`` of the host, no ``/etc``; its root directory and ``/dev`` (five device nodes, no pseudo-terminals)
   are read-only too;
-- one writable directory, ``/work`` (also ``/tmp``), a tmpfs of ``file_mb`` megabytes that exists only for
-  the run: nothing is ever written on the host;
+- one writable directory, ``/work`` (also ``/tmp``), a tmpfs of ``file_mb`` megabytes that exists only in the
+  sandbox, emptied after each run: nothing is ever written on the host;
 - a seccomp filter that refuses, by class, what no limit of one run bounds or what the host shares
   (``_REFUSED_SYSCALLS``: shared memory, sockets, io_uring and AIO, filesystem watches, pages pinned in pipes,
   keys, sync, ptrace and perf events, switching off its parent-death signal or back on huge pages);
@@ -19,13 +19,18 @@ run gets fresh namespaces of every kind, so the program has:
   of processes;
 - under strict isolation (the default; ``isolation="relaxed"`` accepts less where the node cannot give it), a
   user id of its own (per-user kernel quotas are the run's own) and a cgroup of its own: everything the run
-  holds, kernel memory included, is bounded by ``memory_mb x processes + file_mb + KERNEL_MB``, and its CPU time
-  is the cgroup's count, whatever the program does;
-- a wall-clock bound and an output bound, past which the run is ended: the program is its pid namespace's first
-  process, killed through a pidfd of its host pid, so the kernel ends every process it started; and its CPU
+  holds, kernel memory included, is bounded by ``memory_mb x processes + file_mb + KERNEL_MB + INTERPRETER_MB``,
+  and its CPU time is the cgroup's count, whatever the program does;
+- a wall-clock bound and an output bound, past which the run is ended with every process it started; and its CPU
   time, counted by the host (read every 0.1 s under strict isolation), past ``cpu_s`` makes it a timeout. When
   this process dies, the run dies with it (bubblewrap's parent-death signal; and, for a run still starting, the
   sandbox's guardian, which then kills everything under the sandbox's user ids).
+
+A sandbox runs one program on many inputs (``Sandbox.session``; ``Sandbox.run`` is a session of one run): its
+first process is an interpreter that compiles the program once, and each run is a process forked from it that has
+run nothing of the program; when a run ends the interpreter kills and collects every other process of the
+namespace and empties ``/work``, so nothing passes from one run to the next (``Session``). The host ends the
+sandbox by killing its first process through a pidfd, and the kernel ends every process in it.
 
 ``Sandbox(mode="none")`` is the documented opt-in for trusted machines: the same limits (CPU, memory, file
 size, processes, wall clock, output) and a fresh working directory per run, without isolation: the program sees
@@ -80,7 +85,8 @@ _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # What a run may not do at all, refused whole: what no limit of one run bounds (kernel objects that memory limits
 # and descriptor counts do not see without a cgroup, counters the whole host shares, effects on the host), and
 # what a program that solves a problem never needs. By class, with its system calls:
-# - shared memory and message queues: shmget, shmat, shmctl, msgget, mq_open, memfd_create;
+# - shared memory, semaphores and message queues: shmget, shmat, shmctl, semget, msgget, mq_open, memfd_create
+#   (they outlive the process that made them: one run of a session would leave them to the next);
 # - sockets (socket, socketpair): the sandbox has no network, and a socket's queue of 1-byte messages holds
 #   megabytes of kernel memory (measured 13 MB per socket pair where net.core.wmem_max is 4 MB);
 # - io_uring (io_uring_setup, _enter, _register; its operations, sockets included, are not system calls a filter
@@ -98,9 +104,9 @@ _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 #   the host dies: switched off, a program outlived a reward worker killed under it) and prctl(PR_SET_THP_DISABLE)
 #   (the host switches transparent huge pages off; see Sandbox.__init__).
 _REFUSED_SYSCALLS = {
-    "x86_64": (29, 30, 31, 68, 240, 319, 41, 53, 425, 426, 427, 206, 207, 208, 209, 210, 333, 253, 294, 300, 278,
+    "x86_64": (29, 30, 31, 64, 68, 240, 319, 41, 53, 425, 426, 427, 206, 207, 208, 209, 210, 333, 253, 294, 300, 278,
                248, 249, 250, 162, 306, 101, 310, 311, 298),
-    "aarch64": (194, 196, 195, 186, 180, 279, 198, 199, 425, 426, 427, 0, 1, 4, 2, 3, 292, 26, 262, 75,
+    "aarch64": (194, 196, 195, 190, 186, 180, 279, 198, 199, 425, 426, 427, 0, 1, 4, 2, 3, 292, 26, 262, 75,
                 217, 218, 219, 81, 267, 117, 270, 271, 241),
 }
 _PRCTL = {"x86_64": 157, "aarch64": 167}
@@ -253,6 +259,7 @@ class Sandbox:
         self._uid_base = _FIRST_SANDBOX_UID + random.SystemRandom().randrange(_UID_BLOCKS) * _SLOTS_PER_BLOCK
         self._guardian: _Guardian | None = None  # root, local mode: started with the first run
         self._slots: queue.Queue[int] = queue.Queue()
+        self._ended = time.monotonic()  # when a run or a session last ended
         for slot in range(slots):
             self._slots.put(slot)
         if mode == "local":
@@ -324,7 +331,7 @@ class Sandbox:
         with self._cgroups_lock:
             if self._cgroups is None and not self._cgroups_error:
                 limits = self.limits
-                memory = (limits.memory_mb * limits.processes + limits.file_mb + KERNEL_MB) * 2**20
+                memory = (limits.memory_mb * limits.processes + limits.file_mb + KERNEL_MB + INTERPRETER_MB) * 2**20
                 try:
                     self._cgroups = _Cgroups(self.slots, memory, limits.processes)
                 except OSError as error:
@@ -350,74 +357,112 @@ class Sandbox:
     # ------------------------------------------------------------------------------------------------ runs
 
     def run(self, code: str, stdin: str, argv: tuple[str, ...] = ()) -> Outcome:
-        """Run the Python program ``code`` with ``stdin`` as its standard input (and ``argv`` as its arguments)."""
+        """Run the Python program ``code`` with ``stdin`` as its standard input (and ``argv`` as its arguments): a
+        session of one run."""
+        with self.session(code) as session:
+            return session.run(stdin, argv)
+
+    def session(self, code: str, wait: bool = True) -> Session | None:
+        """A session that runs the Python program ``code`` on as many inputs as asked (``Session.run``), one at a
+        time, in one slot, which it holds until it is closed (use it as a context manager). ``wait``: wait for a
+        free slot for at most ``limits.wall_s`` (then every run of the session is ``UNAVAILABLE``); False: None at
+        once when no slot is free."""
         waited = time.monotonic()
         refusal = self._refusal()
         if refusal:
-            return Outcome(UNAVAILABLE, None, "", "", 0.0, refusal)
+            return Session(self, code, None, Outcome(UNAVAILABLE, None, "", "", 0.0, refusal))
         if self._root and self.mode == "local":
             with self._cgroups_lock:
                 if self._guardian is None:
                     try:
                         self._guardian = _Guardian(self._uid_base, self.slots)
                     except OSError as error:
-                        return Outcome(UNAVAILABLE, None, "", "", 0.0, f"could not start the sandbox's guardian: "
-                                                                       f"{error}")
-        try:
-            slot = self._slots.get(timeout=self.limits.wall_s)
-        except queue.Empty:
-            return Outcome(UNAVAILABLE, None, "", "", time.monotonic() - waited,
-                           f"no sandbox slot free within {self.limits.wall_s:g} s")
-        try:
-            return self._run(code.encode("utf-8", "surrogatepass"), stdin.encode("utf-8", "surrogatepass"), argv,
-                             slot)
-        finally:
-            self._slots.put(slot)
+                        return Session(self, code, None, Outcome(UNAVAILABLE, None, "", "", 0.0,
+                                                                 f"could not start the sandbox's guardian: {error}"))
+        if not wait:
+            try:
+                return Session(self, code, self._slots.get(block=False))
+            except queue.Empty:
+                return None
+        while True:
+            try:
+                return Session(self, code, self._slots.get(timeout=self.limits.wall_s))
+            except queue.Empty:
+                # slots held by sessions whose runs go on ending are busy, not stuck: wait while any run ends
+                idle = time.monotonic() - self._ended
+                if idle > self.limits.wall_s + _TEARDOWN_S:
+                    return Session(self, code, None, Outcome(
+                        UNAVAILABLE, None, "", "", time.monotonic() - waited,
+                        f"no sandbox slot came free within {time.monotonic() - waited:.0f} s, and no run of this "
+                        f"sandbox ended for {idle:.0f} s"))
 
-    def _run(self, code: bytes, stdin: bytes, argv: tuple[str, ...], slot: int) -> Outcome:
+    def _run_plain(self, code: bytes, stdin: bytes, argv: tuple[str, ...], slot: int) -> Outcome:
+        """One run without a sandbox (mode "none"): the program, in a working directory of its own."""
         started = time.monotonic()
         deadline = started + self.limits.wall_s
         uid = self._uid_base + slot if self._root else None
-        workdir, cgroup, status_read = None, None, None
-        fds: list[int] = []  # this process's ends, closed once the run has them
+        workdir = tempfile.mkdtemp(prefix="gdpo-sandbox-")
         try:
-            if self.mode == "local":
-                if self._cgroups is not None:
-                    cgroup = self._cgroups.slots[slot]
-                program, filter_fd = _memfd("program", code), _memfd("seccomp", seccomp_filter(self._machine))
-                status_read, status_write = os.pipe()
-                fds += [program, filter_fd, status_write]
-                if cgroup is not None:
-                    # started by the slot's spawner, inside the slot's cgroup; the descriptors as the run sees them
-                    process = self._spawn(cgroup, uid, program, filter_fd, status_write, argv, fds)
-                else:
-                    process = self._popen(self._bwrap_command(program, filter_fd, status_write, argv), uid,
-                                          (program, filter_fd, status_write), None, None)
+            with open(os.path.join(workdir, "main.py"), "wb") as handle:
+                handle.write(code)
+            if uid is not None:
+                os.chown(workdir, uid, uid)
+            process = self._popen([self.python, "-I", "-B", "main.py", *argv], uid, (), workdir,
+                                  self._plain_env(workdir))
+        except (OSError, subprocess.SubprocessError) as error:
+            shutil.rmtree(workdir)
+            return Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started, f"could not start a run: {error}")
+        run = _Run(process, None, None)
+        try:
+            out, err = _Output(self.limits.output_kb), _Output(self.limits.output_kb)
+            reads = {process.stdout.fileno(): out, process.stderr.fileno(): err}
+            stopped = self._pump(deadline, reads, lambda: out.ended and err.ended,
+                                 feed=(process.stdin, stdin))
+            if stopped is None and not run.reap(max(deadline - time.monotonic(), 0)):
+                stopped = TIMEOUT  # closed its output but kept running
+        finally:
+            cpu = self._end(run, uid, stopped_by_host=not run.exited)
+            shutil.rmtree(workdir)
+        code = process.returncode
+        return self._outcome(128 - code if code is not None and code < 0 else code, out.data, err.data, stopped, cpu,
+                             time.monotonic() - started)
+
+    def _start(self, code: bytes, slot: int) -> tuple[_Interpreter | None, Outcome | None]:
+        """Start a sandbox whose first process is an interpreter that reads and compiles ``code`` (``_INTERPRETER``);
+        the interpreter once it is ready, or the outcome of every run of the session when it cannot be (the
+        sandbox failed: ``UNAVAILABLE``; the program does not compile or its compilation passed a limit)."""
+        started = time.monotonic()
+        uid = self._uid_base + slot if self._root else None
+        cgroup = self._cgroups.slots[slot] if self._cgroups is not None else None
+        fds: list[int] = []  # this process's ends of what the sandbox gets, closed once it has them
+        control, status_read = None, None
+        try:
+            control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            fds.append(theirs.detach())
+            fds.append(_memfd("program", code))
+            fds.append(_memfd("seccomp", seccomp_filter(self._machine)))
+            status_read, status_write = os.pipe()
+            fds.append(status_write)
+            passed = [fds[1], fds[2], status_write, fds[0]]  # the program, the filter, the status, the control
+            if cgroup is not None:  # started by the slot's spawner, inside the slot's cgroup
+                process = self._spawn(cgroup, uid, passed, fds)
             else:
-                workdir = tempfile.mkdtemp(prefix="gdpo-sandbox-")
-                with open(os.path.join(workdir, "main.py"), "wb") as handle:
-                    handle.write(code)
-                if uid is not None:
-                    os.chown(workdir, uid, uid)
-                process = self._popen([self.python, "-I", "-B", "main.py", *argv], uid, (), workdir,
-                                      self._plain_env(workdir))
+                process = self._popen(self._bwrap_command(*passed), uid, tuple(passed), None, None)
         except (OSError, subprocess.SubprocessError) as error:
             for fd in (*fds, *((status_read,) if status_read is not None else ())):
                 os.close(fd)
-            if workdir is not None:
-                shutil.rmtree(workdir)
-            return Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started, f"could not start a run: {error}")
-        run = _Run(process, status_read, cgroup)
-        try:
-            for fd in fds:
-                os.close(fd)
-            stdout, stderr, stopped = self._talk(run, stdin, deadline)
-        finally:
-            cpu = self._end(run, uid, stopped_by_host=not run.exited)
-            if workdir is not None:
-                shutil.rmtree(workdir)
-        return self._outcome(process.returncode, run.status, stdout, stderr, stopped, cpu,
-                             time.monotonic() - started)
+            if control is not None:
+                control.close()
+            return None, Outcome(UNAVAILABLE, None, "", "", time.monotonic() - started,
+                                 f"could not start a run: {error}")
+        for fd in fds:
+            os.close(fd)
+        interpreter = _Interpreter(self, _Run(process, status_read, cgroup), control, uid)
+        failed = interpreter.wait_ready(started)
+        if failed is not None:
+            interpreter.stop()
+            return None, failed
+        return interpreter, None
 
     def _popen(self, command: list[str], uid: int | None, pass_fds: tuple[int, ...], cwd: str | None,
                env: dict[str, str] | None) -> subprocess.Popen:
@@ -427,10 +472,9 @@ class Sandbox:
             group=uid, extra_groups=[] if uid is not None else None, bufsize=0,
         )
 
-    def _spawn(self, cgroup: _SlotCgroup, uid: int | None, program: int, filter_fd: int, status: int,
-               argv: tuple[str, ...], fds: list[int]) -> _Spawned:
-        """Start bubblewrap through the slot's spawner: its stdin, stdout and stderr, then the program, the filter
-        and the status pipe are descriptors 0 to 5 in the run."""
+    def _spawn(self, cgroup: _SlotCgroup, uid: int | None, passed: list[int], fds: list[int]) -> _Spawned:
+        """Start bubblewrap through the slot's spawner: its stdin, stdout and stderr, then ``passed`` (the program,
+        the filter, the status pipe and the control socket) are descriptors 0 to 6 in the sandbox."""
         stdin_read, stdin_write = os.pipe()
         fds.append(stdin_read)
         stdout_read, stdout_write = os.pipe()
@@ -439,25 +483,21 @@ class Sandbox:
         fds.append(stderr_write)
         process = _Spawned(stdin_write, stdout_read, stderr_read)
         try:
-            command = [*self._prlimit(uid is None), *self._bwrap_command(3, 4, 5, argv)]
             spawner = cgroup.spawner()
             cgroup.clear(_TEARDOWN_S, spawner.process.pid)  # empty unless the run before could not be collected
             process.cpu_before = cgroup.cpu_seconds()
-            process.pid, process.pidfd = spawner.spawn(
-                uid, command, [stdin_read, stdout_write, stderr_write, program, filter_fd, status])
+            process.pid, process.pidfd = spawner.spawn(uid, self._bwrap_command(3, 4, 5, 6), self._rlimits(uid is None),
+                                                       [stdin_read, stdout_write, stderr_write, *passed])
         except BaseException:
             process.close()
             raise
         return process
 
-    def _outcome(self, code: int | None, status: bytes, stdout: bytes, stderr: bytes, stopped: str | None,
-                 cpu: float, seconds: float) -> Outcome:
+    def _outcome(self, code: int | None, stdout: bytes, stderr: bytes, stopped: str | None, cpu: float,
+                 seconds: float) -> Outcome:
+        """A run's outcome from the program's exit code (128 + the signal when killed), its output, what the host
+        stopped it for, and its CPU time."""
         out, err = stdout.decode("utf-8", "replace"), stderr[-4000:].decode("utf-8", "replace")
-        if self.mode == "local" and stopped is None and _exit_code(status) is None:
-            # bubblewrap reports the exit of a program it started; none: the sandbox failed, not the program
-            exit = f" (exit {code})" if code is not None else ""  # a spawner's run: its exit is the spawner's
-            return Outcome(UNAVAILABLE, code, "", err, seconds,
-                           f"bubblewrap could not create the sandbox{exit}: {err.strip()[-300:]}")
         if stopped == TIMEOUT:
             return Outcome(TIMEOUT, None, out, err, seconds, f"still running after {self.limits.wall_s:g} s")
         if stopped == OUTPUT_LIMIT:
@@ -467,15 +507,14 @@ class Sandbox:
             # processes of its own): past its CPU limit, a run is out of time
             return Outcome(TIMEOUT, None, out, err, seconds,
                            f"used {cpu:.2f} s of CPU; the limit is {self.limits.cpu_s} s")
-        if self.mode == "local":
-            code = _exit_code(status)  # the program's, as bubblewrap reports it (128 + signal when killed)
-        elif code is not None and code < 0:
-            code = 128 - code
+        if code == 128 + signal.SIGXCPU:  # the kernel's signal at a process's CPU limit (its count may lead ours)
+            return Outcome(TIMEOUT, None, out, err, seconds,
+                           f"killed by SIGXCPU at the CPU limit of {self.limits.cpu_s} s")
         if code == 0:
             return Outcome(OK, 0, out, err, seconds)
         return Outcome(ERROR, code, out, err, seconds, _why(code))
 
-    def _bwrap_command(self, program: int, filter_fd: int, status: int, argv: tuple[str, ...]) -> list[str]:
+    def _bwrap_command(self, program: int, filter_fd: int, status: int, control: int) -> list[str]:
         prefix = self._installation()
         mounts = ["--ro-bind", "/usr", "/usr"]
         for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -507,95 +546,90 @@ class Sandbox:
             "--chdir", "/work",
             "--file", str(program), "/work/main.py", "--remount-ro", "/dev", "--remount-ro", "/",
             "--seccomp", str(filter_fd), "--json-status-fd", str(status),
-            "--", self.python, "-I", "-B", "main.py", *argv,
+            "--", self.python, "-I", "-B", "-c", _INTERPRETER, str(control),
         ]
 
     def _plain_env(self, workdir: str) -> dict[str, str]:
         return {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
                 "PYTHONIOENCODING": "utf-8"}
 
-    def _prlimit(self, shared_user: bool) -> list[str]:
-        """The limits, set by util-linux's prlimit on itself before it executes the run (thread-safe, unlike a
-        preexec function). ``RLIMIT_NPROC`` counts every task of a user id: a run under a user id of its own (this
-        process is root) may have ``processes`` (and bubblewrap's own process); runs under this process's user id
-        share ``slots`` times that on top of what the user runs now."""
+    def _rlimits(self, shared_user: bool) -> dict[str, tuple[int, int]]:
+        """The limits of a run's processes (soft, hard), by ``RLIMIT_`` name. ``RLIMIT_NPROC`` counts every task of
+        a user id: a run under a user id of its own (this process is root) may have ``processes`` (and bubblewrap's
+        process and the sandbox's interpreter); runs under this process's user id share ``slots`` times that on top
+        of what the user runs now."""
         limits = self.limits
-        processes = limits.processes + (self.mode == "local")  # + bubblewrap's own process
+        processes = limits.processes + 2 * (self.mode == "local")  # + bubblewrap's process and the interpreter
         if shared_user:
             processes = self._tasks.count() + self.slots * processes
         memory, size = limits.memory_mb * 2**20, limits.file_mb * 2**20
         # 64 descriptors and 64 pending signals (POSIX timers, queued signals): each holds kernel memory that
         # without a cgroup no other limit counts
-        return [self.prlimit, f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}", f"--as={memory}:{memory}",
-                f"--fsize={size}:{size}", "--nofile=64:64", "--memlock=0:0", "--core=0:0", "--sigpending=64:64",
-                f"--nproc={processes}:{processes}", "--"]
+        return {"cpu": (limits.cpu_s, limits.cpu_s + 1), "as": (memory, memory), "fsize": (size, size),
+                "nofile": (64, 64), "memlock": (0, 0), "core": (0, 0), "sigpending": (64, 64),
+                "nproc": (processes, processes)}
 
-    def _talk(self, run: _Run, data: bytes, deadline: float) -> tuple[bytes, bytes, str | None]:
-        """Feed stdin and read stdout and stderr (up to output_kb each) and bubblewrap's status without blocking,
-        until the program closes its output and exits, or a bound."""
-        process = run.process
-        cap = self.limits.output_kb * 1024
-        out, err = process.stdout.fileno(), process.stderr.fileno()
-        chunks: dict[int, list[bytes]] = {out: [], err: []}
-        sizes = dict.fromkeys(chunks, 0)
-        feed = process.stdin.fileno()
-        os.set_blocking(feed, False)
-        sent = 0
+    def _prlimit(self, shared_user: bool) -> list[str]:
+        """The limits, set by util-linux's prlimit on itself before it executes the run (thread-safe, unlike a
+        preexec function); a slot's spawner sets them itself."""
+        return [self.prlimit, *(f"--{name}={soft}:{hard}" for name, (soft, hard) in
+                                self._rlimits(shared_user).items()), "--"]
 
-        def result(stopped: str | None) -> tuple[bytes, bytes, str | None]:
-            return b"".join(chunks[out])[:cap], b"".join(chunks[err])[:cap], stopped
-
+    def _pump(self, deadline: float, reads: dict, until, feed: tuple | None = None,
+              cpu=None) -> str | None:
+        """Feed ``feed`` (a writable file object and the bytes for it, closed once written) and read what comes on
+        ``reads`` (descriptor: a function of each block read, b"" at its end, that returns a reason to stop or None)
+        without blocking, until ``until()`` or a bound: ``TIMEOUT`` at ``deadline``, ``_CPU_SPENT`` once ``cpu()``
+        (the run's CPU seconds, read every _CPU_POLL_S seconds) reaches the CPU limit, or what a reader returned.
+        The feed is closed in any case."""
         with selectors.DefaultSelector() as selector:
-            selector.register(out, selectors.EVENT_READ)
-            selector.register(err, selectors.EVENT_READ)
-            if run.status_fd is not None:
-                selector.register(run.status_fd, selectors.EVENT_READ)
-            if data:
-                selector.register(feed, selectors.EVENT_WRITE)
-            else:
-                process.stdin.close()
-            reading = {out, err}
-            counted = run.cpu_before is not None  # the run's cgroup counts its CPU time as it goes
+            for fd in reads:
+                selector.register(fd, selectors.EVENT_READ)
+            writer, data, sent, feeding = None, b"", 0, -1
+            if feed is not None:
+                writer, data = feed
+                if data:
+                    feeding = writer.fileno()
+                    os.set_blocking(feeding, False)
+                    selector.register(feeding, selectors.EVENT_WRITE)
+                else:
+                    writer.close()
             counted_at = time.monotonic()
-            while reading:
-                now = time.monotonic()
-                left = deadline - now
-                if left <= 0:
-                    return result(TIMEOUT)
-                if counted and now - counted_at >= _CPU_POLL_S:
-                    counted_at = now
-                    if run.cgroup.cpu_seconds() - run.cpu_before >= self.limits.cpu_s - _CPU_SLACK_S:
-                        return result(_CPU_SPENT)  # ended at its CPU limit, in all its processes together
-                for key, _ in selector.select(timeout=min(left, _CPU_POLL_S if counted else 0.5)):
-                    if key.fd == feed:
-                        try:
-                            sent += os.write(feed, data[sent:sent + 65536])
-                        except BlockingIOError:
+            try:
+                while not until():
+                    now = time.monotonic()
+                    left = deadline - now
+                    if left <= 0:
+                        return TIMEOUT
+                    if cpu is not None and now - counted_at >= _CPU_POLL_S:
+                        counted_at = now
+                        if cpu() >= self.limits.cpu_s - _CPU_SLACK_S:
+                            return _CPU_SPENT  # ended at its CPU limit, in all its processes together
+                    for key, _ in selector.select(timeout=min(left, _CPU_POLL_S if cpu is not None else 0.5)):
+                        if key.fd == feeding:
+                            try:
+                                sent += os.write(key.fd, data[sent:sent + 65536])
+                            except BlockingIOError:
+                                continue
+                            except BrokenPipeError:  # the program stopped reading: the rest of its input is moot
+                                sent = len(data)
+                            if sent >= len(data):
+                                selector.unregister(key.fd)
+                                writer.close()
                             continue
-                        except BrokenPipeError:  # the program stopped reading: the rest of its input is moot
-                            sent = len(data)
-                        if sent >= len(data):
-                            selector.unregister(feed)
-                            process.stdin.close()
-                        continue
-                    block = os.read(key.fd, 65536)
-                    if key.fd == run.status_fd:
+                        try:
+                            block = os.read(key.fd, 65536)
+                        except ConnectionResetError:  # the other end of a socket has gone
+                            block = b""
                         if not block:
                             selector.unregister(key.fd)
-                        run.read_status(block)
-                        continue
-                    if not block:
-                        selector.unregister(key.fd)
-                        reading.discard(key.fd)
-                        continue
-                    chunks[key.fd].append(block)
-                    sizes[key.fd] += len(block)
-                    if sizes[key.fd] > cap:
-                        return result(OUTPUT_LIMIT)
-        # closed its output: bubblewrap (or the program, without a sandbox) has exited, or is about to
-        if not run.reap(max(deadline - time.monotonic(), 0)):  # closed its output but kept running
-            return result(TIMEOUT)
-        return result(None)
+                        stop = reads[key.fd](block)
+                        if stop is not None:
+                            return stop
+            finally:
+                if writer is not None:
+                    writer.close()
+        return None
 
     def _end(self, run: _Run, uid: int | None, stopped_by_host: bool) -> float:
         """End the run and everything it started, whatever the program did to its own signal settings, and return
@@ -642,6 +676,9 @@ class Sandbox:
 # pipe buffers, descriptors and the slab of its files (about 1 KB a file or directory); and the slot's spawner
 # (about 2 MB charged to the cgroup).
 KERNEL_MB = 64
+# The session's interpreter, whose pages its runs share until they write them (about 7 MB of its own: the run
+# gets memory_mb x processes beside it, as a run started alone did).
+INTERPRETER_MB = 16
 _CGROUP_PREFIX = "gdpo-sandbox-"
 
 
@@ -773,7 +810,7 @@ class _SlotCgroup:
                 self._write(paths[0], "memory.max", memory_bytes)
                 self._write(paths[0], "memory.swap.max", 0, optional=True)
                 self._write(paths[0], "memory.oom.group", 1, optional=True)
-                self._write(paths[0], "pids.max", processes + 2)  # and bubblewrap's process and the spawner
+                self._write(paths[0], "pids.max", processes + 3)  # and bubblewrap's, the interpreter and the spawner
             else:
                 self._write(paths[0], "memory.limit_in_bytes", memory_bytes)
                 self._write(paths[0], "memory.memsw.limit_in_bytes", memory_bytes, optional=True)
@@ -859,7 +896,7 @@ _CPU_SLACK_S = 0.02
 # How often a run's cgroup's CPU count is read while it runs (strict isolation): its processes together may not pass
 # cpu_s by more than this times the cores they run on (each also has RLIMIT_CPU).
 _CPU_POLL_S = 0.1
-_CPU_SPENT = "cpu"  # _talk: the run was stopped at its CPU limit
+_CPU_SPENT = "cpu"  # _pump: the run was stopped at its CPU limit
 # Seconds bubblewrap gets to collect its child once the host killed it: the kernel ends a pid namespace
 # asynchronously, and a program of hundreds of MB takes a moment to go.
 _TEARDOWN_S = 30.0
@@ -951,20 +988,426 @@ class _Spawned:
             os.close(self.pidfd)
 
 
-# A slot's spawner (strict isolation): a process in the slot's cgroup, put there once, that starts each run of the
-# slot (a fork, then the run's user id, then prlimit), so that every run is born in the cgroup. Moving a process
-# into a cgroup takes a lock that every fork of the host waits on, with an RCU grace period: moved per run, it cost
-# 10 to 15% of the throughput of short programs. Requests: a JSON line (user id, command) with the run's descriptors
-# 0 to 5; answer: the pid, with a pidfd of it (none when it ended already). It ends when the host closes the channel
-# or dies; the kernel collects its runs (SIGCHLD ignored, set back to default in each run).
+class Session:
+    """Runs one program on many inputs, one at a time, in one slot of a sandbox (``Sandbox.session``), which it
+    holds until ``close`` (or the end of its ``with`` block).
+
+    In local mode the program is read and compiled once, by an interpreter that is its sandbox's first process
+    (``_INTERPRETER``), and each run is a process forked from it: the program runs as ``__main__`` of a process
+    that has run nothing of it, with its own stdin, stdout and stderr, and every limit of a run (``Limits``) is
+    the run's. When the run ends, every process it started is killed and collected and ``/work`` is emptied but
+    for the program's file, so nothing of one run is there for the next. A program that does not compile gets
+    the interpreter's error for every run, found once. The interpreter is the namespace's first process: no signal
+    from inside reaches it, it is not dumpable (its memory is closed to the program) and the runs get none of its
+    descriptors. A sandbox whose interpreter died, could not clear ``/work`` or is past half its CPU limit is ended,
+    and the next run starts a new one. Without a sandbox (mode ``"none"``) each run is a process of its own."""
+
+    def __init__(self, sandbox: Sandbox, code: str, slot: int | None, failed: Outcome | None = None) -> None:
+        self.sandbox, self.slot = sandbox, slot
+        self.code = code.encode("utf-8", "surrogatepass")
+        self.started = 0  # sandboxes started for this session
+        self.start_seconds = 0.0  # what starting the last one took (its interpreter ready, the program compiled)
+        self._failed = failed  # every run's outcome: the sandbox cannot run, or the program cannot start
+        self._interpreter: _Interpreter | None = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def run(self, stdin: str, argv: tuple[str, ...] = ()) -> Outcome:
+        """Run the program with ``stdin`` as its standard input (and ``argv`` as its arguments)."""
+        if self._failed is not None:
+            return self._failed
+        if self.slot is None:
+            raise RuntimeError("this sandbox session is closed; open another with Sandbox.session.")
+        data, argv = stdin.encode("utf-8", "surrogatepass"), tuple(argv)
+        if self.sandbox.mode == "none":
+            outcome = self.sandbox._run_plain(self.code, data, argv, self.slot)
+            self.sandbox._ended = time.monotonic()
+            return outcome
+        for _ in range(2):  # once more when the interpreter ended between two runs
+            if self._interpreter is None or not self._interpreter.usable:
+                self._stop()
+                self.started += 1
+                begun = time.monotonic()
+                self._interpreter, self._failed = self.sandbox._start(self.code, self.slot)
+                self.start_seconds = time.monotonic() - begun
+                if self._failed is not None:
+                    return self._failed
+            outcome = self._interpreter.execute(data, argv)
+            if outcome is not None:
+                self.sandbox._ended = time.monotonic()
+                return outcome
+        return Outcome(UNAVAILABLE, None, "", "", 0.0, "the sandbox's interpreter ended before it took the run, "
+                                                       "twice in a row")
+
+    def close(self) -> None:
+        """End the sandbox and give the slot back."""
+        if self.slot is None:
+            return
+        try:
+            self._stop()
+        finally:
+            self.sandbox._ended = time.monotonic()
+            self.sandbox._slots.put(self.slot)
+            self.slot = None
+
+    def _stop(self) -> None:
+        interpreter, self._interpreter = self._interpreter, None
+        if interpreter is not None:
+            interpreter.stop()
+
+
+class _Output:
+    """What a run writes on one stream, up to ``kb`` kilobytes; a reader for ``Sandbox._pump``."""
+
+    def __init__(self, kb: int) -> None:
+        self.cap = kb * 1024
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.ended = False
+
+    def __call__(self, block: bytes) -> str | None:
+        if not block:
+            self.ended = True
+            return None
+        self.chunks.append(block)
+        self.size += len(block)
+        return OUTPUT_LIMIT if self.size > self.cap else None
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.chunks)[:self.cap]
+
+
+class _Interpreter:
+    """Host side of a session's interpreter (``_INTERPRETER``): its sandbox (bubblewrap's run) and the socket it
+    takes runs on. ``usable`` is False once it has ended, could not clear ``/work``, stopped answering or spent
+    half its CPU limit."""
+
+    def __init__(self, sandbox: Sandbox, bwrap: _Run, control: socket.socket, uid: int | None) -> None:
+        self.sandbox, self.bwrap, self.control, self.uid = sandbox, bwrap, control, uid
+        self.usable = True
+
+    def _cpu(self, before: float | None):
+        cgroup = self.bwrap.cgroup
+        return (lambda: cgroup.cpu_seconds() - before) if cgroup is not None else None
+
+    def wait_ready(self, started: float) -> Outcome | None:
+        """Wait (at most ``wall_s``) for the interpreter to have compiled the program: None, or the outcome of every
+        run of the session."""
+        sandbox, bwrap = self.sandbox, self.bwrap
+        bwrap.process.stdin.close()  # it reads nothing of its own
+        answer: list[bytes] = []
+        out, err = _Output(sandbox.limits.output_kb), _Output(sandbox.limits.output_kb)
+        reads = {self.control.fileno(): answer.append, bwrap.status_fd: bwrap.read_status,
+                 bwrap.process.stdout.fileno(): out, bwrap.process.stderr.fileno(): err}
+        cpu = self._cpu(bwrap.cpu_before)
+        stopped = sandbox._pump(started + sandbox.limits.wall_s, reads, lambda: bool(answer), cpu=cpu)
+        seconds = time.monotonic() - started
+        if stopped is None and answer[0] == b"R":
+            return None
+        if stopped is None and answer[0][:1] == b"E":  # the program does not compile: as python reports it
+            return Outcome(ERROR, 1, "", answer[0][1:].decode("utf-8", "replace"), seconds, _why(1))
+        if stopped is None and answer[0][:1] == b"F":
+            return Outcome(UNAVAILABLE, None, "", "", seconds, "the sandbox's interpreter could not start: "
+                                                               + answer[0][1:].decode("utf-8", "replace"))
+        code = None
+        if stopped is None:  # its namespace ended first: bubblewrap says how, or could not create it
+            bwrap.reap(_TEARDOWN_S)
+            code = _exit_code(bwrap.status)
+        if code is None and (stopped is None or bwrap.child is None):
+            said = err.data.decode("utf-8", "replace")
+            return Outcome(UNAVAILABLE, None, "", said, seconds,
+                           f"bubblewrap could not create the sandbox: {said.strip()[-300:]}" if stopped is None else
+                           f"bubblewrap did not start the sandbox within {sandbox.limits.wall_s:g} s")
+        used = cpu() if cpu is not None else bwrap.cpu
+        return sandbox._outcome(code, b"", err.data, stopped, used, seconds)
+
+    def execute(self, stdin: bytes, argv: tuple[str, ...]) -> Outcome | None:
+        """One run; None when the interpreter had ended before it could take it."""
+        sandbox, limits, cgroup = self.sandbox, self.sandbox.limits, self.bwrap.cgroup
+        started = time.monotonic()
+        before = cgroup.cpu_seconds() if cgroup is not None else None
+        stdin_read, stdin_write = os.pipe()
+        writer = open(stdin_write, "wb", buffering=0)
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        try:
+            socket.send_fds(self.control, [b"A" + b"".join(os.fsencode(argument) + b"\0" for argument in argv)],
+                            [stdin_read, out_write, err_write])
+        except OSError:  # it has ended
+            writer.close()
+            for fd in (out_read, err_read):
+                os.close(fd)
+            self.usable = False
+            return None
+        finally:
+            for fd in (stdin_read, out_write, err_write):
+                os.close(fd)
+        forked, answer = [], []  # "S" once the run's process exists; then the answer (b"": the interpreter ended)
+
+        def control(block: bytes) -> None:
+            (forked if block == b"S" else answer).append(block)
+
+        out, err = _Output(limits.output_kb), _Output(limits.output_kb)
+        try:
+            stopped = sandbox._pump(started + limits.wall_s, {out_read: out, err_read: err,
+                                                              self.control.fileno(): control},
+                                    lambda: bool(answer) and out.ended and err.ended, feed=(writer, stdin),
+                                    cpu=self._cpu(before))
+            if stopped is not None and not answer:
+                try:
+                    self.control.send(b"end")  # it kills the run and answers
+                except OSError:
+                    pass  # it has ended: the answer is the end of the socket
+                sandbox._pump(time.monotonic() + _TEARDOWN_S, {self.control.fileno(): control},
+                              lambda: bool(answer))
+        finally:
+            for fd in (out_read, err_read):
+                os.close(fd)
+        if not forked and answer == [b""]:  # it ended before it took the run (not the run's doing)
+            self.usable = False
+            return None
+        seconds = time.monotonic() - started
+        if answer and answer[0]:
+            _, code, used, clean, own = answer[0].split()  # b"D", its exit code, the run's CPU, cleared, its own
+            if clean != b"1" or float(own) > limits.cpu_s / 2:
+                self.usable = False
+            cpu = cgroup.cpu_seconds() - before if cgroup is not None else float(used)
+            return sandbox._outcome(int(code), out.data, err.data, stopped, cpu, seconds)
+        # it ended with its run (the OOM killer may take it), or did not answer in time: the run's end is its end
+        self.usable = False
+        code = _exit_code(self.bwrap.status) if answer and self.bwrap.reap(_TEARDOWN_S) else None
+        if stopped is None and code is None:
+            return Outcome(UNAVAILABLE, None, "", err.data.decode("utf-8", "replace"), seconds,
+                           "the sandbox's interpreter ended without an exit status")
+        cpu = cgroup.cpu_seconds() - before if cgroup is not None else 0.0
+        return sandbox._outcome(code, out.data, err.data, stopped, cpu, seconds)
+
+    def stop(self) -> None:
+        """End the sandbox (its first process, and with it every process in it) and collect it."""
+        try:
+            self.sandbox._end(self.bwrap, self.uid, stopped_by_host=self.bwrap.child is None)
+        finally:
+            self.control.close()
+
+
+# A session's interpreter (local mode): the first process of its sandbox. It imports the standard modules programs
+# use most, reads and compiles the program (main.py) once, and answers "R" (or "E" and the error, as python reports
+# it, when the program does not compile; "F" and why when the interpreter itself could not start). For each run the
+# host sends ("A" and its arguments, with its stdin, stdout and stderr) it forks and says "S"; the child runs the
+# compiled program as __main__ and ends as python would. When the child ends (or the host sends "end") every other
+# process of the namespace is killed (kill -1 from its first process: all of them are the run's) and collected,
+# /work is emptied but for a fresh main.py, and the answer ("D") gives the exit code (128 + the signal), the CPU time
+# of the run's processes, whether /work could be cleared (at most 256 entries) and the interpreter's own CPU time.
+# It ends when the host closes the socket.
+_INTERPRETER = r'''
+import _ctypes, _socket, gc, os, resource, select, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)  # its namespace's first process: a signal with no handler never comes
+
+
+def _clear(source, mode):
+    try:
+        if os.stat("/work").st_mode & 0o7777 != mode:
+            os.chmod("/work", mode)
+        _remove("/work", [256])
+        fd = os.open("/work/main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(source)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        return True
+    except (OSError, RecursionError):
+        return False
+
+
+def _remove(path, budget):
+    with os.scandir(path) as found:
+        entries = list(found)
+    budget[0] -= len(entries)
+    if budget[0] < 0:
+        raise OSError("more files than a run is cleared of")
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            os.chmod(entry.path, 0o700)
+            _remove(entry.path, budget)
+            os.rmdir(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+def _answer_and_wait(channel, answer):
+    channel.send(answer[:8000])
+    channel.recv(1)  # until the host closes the socket
+    os._exit(0)
+
+
+def _receive(channel):
+    message, ancillary, _, _ = channel.recvmsg(1 << 16, _socket.CMSG_SPACE(3 * 4))
+    fds = []
+    for level, kind, data in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds += [int.from_bytes(data[at:at + 4], sys.byteorder, signed=True)
+                    for at in range(0, len(data) - len(data) % 4, 4)]
+    return message, fds
+
+
+def _serve():
+    channel = _socket.socket(fileno=int(sys.argv[1]))
+    try:
+        # PR_SET_DUMPABLE 0: /proc/1/mem, /proc/1/fd and /proc/1/environ closed to the runs (ctypes' own module
+        # would take milliseconds to import per sandbox)
+        prctl = _ctypes.dlsym(_ctypes.dlopen(None, os.RTLD_NOW), "prctl")
+        if _ctypes.call_function(prctl, (4, 0, 0, 0, 0)) != 0:
+            raise OSError("prctl(PR_SET_DUMPABLE, 0) failed: the interpreter would be open to its runs")
+        # what programs import most (and what ends a run: atexit, threading), imported once
+        import atexit, bisect, builtins, collections, functools, heapq, importlib.machinery, itertools, math
+        import operator, random, re, string, threading, types, typing
+        with open("/work/main.py", "rb") as handle:
+            source = handle.read()
+        mode = os.stat("/work").st_mode & 0o7777
+        if not _clear(source, mode):
+            raise OSError("could not write /work/main.py")
+    except BaseException as error:  # the sandbox's failure, not the program's
+        _answer_and_wait(channel, b"F" + repr(error).encode("utf-8", "replace"))
+    try:
+        code = compile(source, "/work/main.py", "exec", dont_inherit=True)
+    except Exception as error:
+        import traceback
+        text = "".join(traceback.format_exception_only(type(error), error))
+        _answer_and_wait(channel, b"E" + text.encode("utf-8", "replace")[-4000:])
+    main = types.ModuleType("__main__")  # each run's __main__, as python makes it for a file
+    main.__dict__.update(__file__="/work/main.py", __cached__=None, __builtins__=builtins,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", "/work/main.py"))
+    gc.freeze()  # the runs share these pages: the collector does not write to them
+    channel.send(b"R")
+    while True:
+        message, fds = _receive(channel)
+        if not message:
+            os._exit(0)  # the host is done: the kernel ends the namespace with its first process
+        if message == b"end":  # for a run already answered
+            continue
+        if not message.startswith(b"A") or len(fds) != 3:
+            raise RuntimeError(f"a run came as {message[:20]!r} with {len(fds)} descriptors, not 3")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        pid = os.fork()
+        if pid == 0:
+            channel.detach()
+            return code, main, [os.fsdecode(argument) for argument in message[1:].split(b"\0")[:-1]], fds
+        for fd in fds:
+            os.close(fd)
+        channel.send(b"S")  # the run is the child's from here
+        ended = os.pidfd_open(pid)
+        poller = select.poll()
+        poller.register(ended, select.POLLIN)
+        poller.register(channel.fileno(), select.POLLIN)
+        waiting = True
+        while waiting:
+            for fd, _ in poller.poll():
+                if fd == ended:
+                    waiting = False
+                elif channel.recv(16):  # "end"
+                    waiting = False
+                else:
+                    os._exit(0)
+        os.close(ended)
+        status = None
+        while True:  # every process of the namespace but this one (all are the run's), until none is left
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                found, waited = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            if found == pid:
+                status = waited
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        exit = os.waitstatus_to_exitcode(status)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        clean = _clear(source, mode)
+        own = own.ru_utime + own.ru_stime
+        channel.send(f"D {128 - exit if exit < 0 else exit} {cpu!r} {int(clean)} {own!r}".encode())
+
+
+_code, _main, _argv, _fds = _serve()
+# the run: a process that has run nothing of the program
+for _number, _fd in enumerate(_fds):
+    os.dup2(_fd, _number)
+os.closerange(3, 1 << 16)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+# no SIGXCPU, SIGKILL at the hard limit (a second past cpu_s), as for a sandbox's first process: the host counts
+# the run's CPU time exactly and stops it at cpu_s (the kernel's per-process count, sampled, may lead it by 10%)
+resource.setrlimit(resource.RLIMIT_CPU, (resource.getrlimit(resource.RLIMIT_CPU)[1],) * 2)
+import atexit, threading
+sys.modules["__main__"] = _main
+sys.argv[:] = ["main.py", *_argv]
+try:
+    exec(_code, _main.__dict__)
+    _status = 0
+except SystemExit as _error:  # as python ends on it
+    _status = _error.code
+    if _status is None:
+        _status = 0
+    elif not isinstance(_status, int):
+        sys.stderr.write(f"{_status}\n")
+        _status = 1
+except BaseException as _error:  # as python reports it: the traceback from the program's own frames, exit 1
+    _error.__traceback__ = _error.__traceback__.tb_next
+    sys.excepthook(type(_error), _error, _error.__traceback__)
+    _status = 130 if isinstance(_error, KeyboardInterrupt) else 1
+
+
+def _flush(streams):
+    flushed = True
+    for stream in streams:
+        try:
+            if stream is not None and not stream.closed:
+                stream.flush()
+        except BaseException:  # python's exit reports it by its status, 120
+            flushed = False
+    return flushed
+
+
+# python's exit, in its order, without tearing down the interpreter's own modules (the interpreter's pages, shared
+# with it until written: tearing them down would copy them all): the program's threads are waited for, its atexit
+# functions run, its output flushed (120 if that fails), then its globals are cleared and its garbage collected, so
+# that its objects' finalizers run (a file it did not close is flushed and closed), and the output flushed again
+threading._shutdown()
+atexit._run_exitfuncs()
+if not _flush((sys.stdout, sys.stderr)):
+    _status = 120
+for _name in sorted(_main.__dict__, key=lambda name: not name.startswith("_")):
+    if _name != "__builtins__":
+        _main.__dict__[_name] = None
+gc.collect()
+_flush((sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__))
+os._exit(_status & 0xFF)
+'''
+
+
+# A slot's spawner (strict isolation): a process in the slot's cgroup, put there once, that starts each sandbox of
+# the slot (a fork, then the sandbox's user id and limits, then bubblewrap), so that every run is born in the cgroup.
+# Moving a process into a cgroup takes a lock that every fork of the host waits on, with an RCU grace period: moved
+# per run, it cost 10 to 15% of the throughput of short programs. Requests: a JSON line (user id, command, limits)
+# with the sandbox's descriptors 0 to 6; answer: the pid, with a pidfd of it (none when it ended already). It ends
+# when the host closes the channel or dies; the kernel collects its children (SIGCHLD ignored, set back to default
+# in each).
 _SPAWNER = r"""
-import fcntl, json, os, signal, socket, sys
+import fcntl, json, os, resource, signal, socket, sys
 channel = socket.socket(fileno=int(sys.argv[1]))
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)
 while True:
     try:
-        message, fds, _, _ = socket.recv_fds(channel, 1 << 20, 6)
+        message, fds, _, _ = socket.recv_fds(channel, 1 << 20, 8)
     except ConnectionError:  # the host died
         break
     if not message:  # the host closed the channel
@@ -985,6 +1428,8 @@ while True:
             os.setgroups([])
             os.setgid(request["uid"])
             os.setuid(request["uid"])
+            for name, limit in request["limits"].items():
+                resource.setrlimit(getattr(resource, "RLIMIT_" + name.upper()), tuple(limit))
             os.execv(request["argv"][0], request["argv"])
         except BaseException as error:
             os.write(2, f"the sandbox's spawner could not start the run: {error!r}\n".encode())
@@ -1027,10 +1472,12 @@ class _Spawner:
     def alive(self) -> bool:
         return self.channel.fileno() >= 0 and self.process.poll() is None
 
-    def spawn(self, uid: int, command: list[str], fds: list[int]) -> tuple[int, int | None]:
-        """Start ``command`` under ``uid`` with ``fds`` as its descriptors 0 to 5: its pid and a pidfd of it."""
+    def spawn(self, uid: int, command: list[str], limits: dict[str, tuple[int, int]],
+              fds: list[int]) -> tuple[int, int | None]:
+        """Start ``command`` under ``uid`` and ``limits`` (``Sandbox._rlimits``) with ``fds`` as its descriptors 0 to
+        6: its pid and a pidfd of it."""
         try:
-            socket.send_fds(self.channel, [json.dumps({"uid": uid, "argv": command}).encode()], fds)
+            socket.send_fds(self.channel, [json.dumps({"uid": uid, "argv": command, "limits": limits}).encode()], fds)
             message, received, _, _ = socket.recv_fds(self.channel, 64, 1)
             if not message:
                 raise OSError(errno.EPIPE, f"the sandbox's spawner (pid {self.process.pid}) has ended")

@@ -27,6 +27,7 @@ from gdpo_verl.rewards.sandbox import (
     OUTPUT_LIMIT,
     TIMEOUT,
     UNAVAILABLE,
+    INTERPRETER_MB,
     KERNEL_MB,
     Limits,
     Sandbox,
@@ -490,7 +491,8 @@ def available_kb() -> int:
 
 
 def test_the_memory_a_run_holds_is_within_its_bound_measured_on_the_host():
-    # The run's cgroup bounds it: memory_mb per process times processes, plus file_mb, plus KERNEL_MB, 144 MB here.
+    # The run's cgroup bounds it: memory_mb per process times processes, plus file_mb, KERNEL_MB and INTERPRETER_MB
+    # (the session's interpreter), 160 MB here.
     # Before: 400 MB more in a tmpfs of the program's own namespace; apart, 1 GB of inodes in /work (1.3 million
     # directories in 8 s), 2 GB of socket buffers, 190 MB of filesystem watches, 2 GB of huge pages held through
     # 4 KB slivers, 100 MB of page tables: kernel memory that no limit counted.
@@ -516,12 +518,13 @@ def test_the_memory_a_run_holds_is_within_its_bound_measured_on_the_host():
     # it holds what it got, or its cgroup's bound ends it (the kernel's OOM killer, inside the cgroup only)
     assert "holding" in outcome.stderr or (outcome.status, outcome.why) == (ERROR, "killed by SIGKILL"), outcome
     held_mb = (before - min(lowest)) / 1024
-    bound_mb = limits.memory_mb * limits.processes + limits.file_mb + KERNEL_MB
+    bound_mb = limits.memory_mb * limits.processes + limits.file_mb + KERNEL_MB + INTERPRETER_MB
     print(f"held {held_mb:.0f} MB, bound {bound_mb} MB")
     assert held_mb < bound_mb, f"the run held {held_mb:.0f} MB of the host's memory; its bound is {bound_mb} MB"
 
 
 REFUSED = {  # what the filter refuses, by class (gdpo_verl/rewards/sandbox.py, _REFUSED_SYSCALLS)
+    "semaphores": "libc.syscall(64 if x86 else 190, 0, 1, 0o1600)",
     "socket": "socket.socket(socket.AF_UNIX)",
     "socketpair": "socket.socketpair()",
     "io_uring": "libc.syscall(425, 8, ctypes.create_string_buffer(120))",
@@ -634,46 +637,45 @@ print('done')
 def test_a_run_ends_when_the_process_that_runs_it_dies(tmp_path):
     # Before: a program that switched off its parent-death signal outlived a reward worker killed under it,
     # reparented to the container's pid 1, forever. Now it cannot switch it off.
-    mark = f"gdpo-orphan-{uuid.uuid4().hex[:8]}"
+    ids = tmp_path / "ids"
     host = subprocess.Popen([sys.executable, "-c", f"""
 import sys
 from gdpo_verl.rewards.sandbox import Limits, Sandbox
 sandbox = Sandbox("local", Limits(wall_s=60, cpu_s=30))
 sandbox.check()
-print(sandbox.run("import ctypes, os, time\\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\\nos.fork()\\ntime.sleep(60)",
-                  "", ("{mark}",)))
+open({str(ids)!r}, "w").write(str(sandbox._uid_base))
+print(sandbox.run("import ctypes, os, time\\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\\nos.fork()\\ntime.sleep(60)", ""))
 """])
     try:
         deadline = time.monotonic() + 30
-        while len(marked(mark, host.pid)) < 2:  # the program and its child
-            assert time.monotonic() < deadline, "the run never started"
+        # bubblewrap, the sandbox's interpreter, the program and its child
+        while len(sandboxed(ids)) < 4:
+            assert time.monotonic() < deadline and host.poll() is None, "the run never started"
             time.sleep(0.05)
         host.kill()
         host.wait()
         deadline = time.monotonic() + 10
-        while marked(mark, host.pid) and time.monotonic() < deadline:
+        while sandboxed(ids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert marked(mark, host.pid) == []
+        assert sandboxed(ids) == []
     finally:
         host.kill()
-        for pid in marked(mark, host.pid):
+        for pid in sandboxed(ids):
             os.kill(pid, signal.SIGKILL)
 
 
-def marked(mark: str, host: int) -> list[int]:
-    """Live processes other than ``host`` whose arguments carry ``mark``."""
+def sandboxed(ids: Path) -> list[int]:
+    """Live processes under the user ids of the sandbox whose first id is written in ``ids`` (none before)."""
+    if not ids.exists() or not ids.read_text():
+        return []
     found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and int(entry.name) != host:
-            try:
-                with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
-                    argv = cmdline.read()
-                with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                    state = stat.read().rsplit(b")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if mark.encode() in argv and state != b"Z":
-                found.append(int(entry.name))
+    for pid, _ in _processes_of(int(ids.read_text())):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                if stat.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                    found.append(pid)
+        except OSError:
+            continue
     return found
 
 
@@ -699,43 +701,44 @@ def test_a_thousand_descriptors_open_in_the_host_change_nothing(sandbox):
 HOST = """
 import sys
 from gdpo_verl.rewards import sandbox as module
-prlimit, spawn = module.Sandbox._prlimit, module._Spawner.spawn
+bwrap, spawn = module.Sandbox._bwrap_command, module._Spawner.spawn
 
-def slow_start(self, shared_user):  # a start as slow as the kill needs, where bubblewrap's takes milliseconds
-    return ["/bin/sh", "-c", 'sleep 2; exec "$@"', "sh", *prlimit(self, shared_user)]
+def slow_start(self, *args):  # a start as slow as the kill needs, where bubblewrap's takes milliseconds
+    return ["/bin/sh", "-c", 'sleep 2; exec "$@"', "sh", *bwrap(self, *args)]
 
 def spawned(self, *args):
     answer = spawn(self, *args)
-    open(sys.argv[2], "w").close()
+    open(sys.argv[1], "w").write(str(sandbox._uid_base))
     return answer
 
-module.Sandbox._prlimit, module._Spawner.spawn = slow_start, spawned
+module.Sandbox._bwrap_command, module._Spawner.spawn = slow_start, spawned
 sandbox = module.Sandbox("local", module.Limits(wall_s=2, cpu_s=2))
-sandbox.run("import os, time\\nos.fork()\\ntime.sleep(600)", "", (sys.argv[1],))
+sandbox.run("import os, time\\nos.fork()\\ntime.sleep(600)", "")
 """
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the guardian is started only when this process is root")
 def test_a_reward_worker_killed_while_a_run_starts_leaves_no_run_behind(tmp_path):
     # Before: bubblewrap sets its parent-death signals only once its sandbox is set up, so a reward worker killed
     # while a run was starting (here: a start made 2 s long) left that run alive, with no wall clock, forever (a
     # review saw it in 6 kills of 20 with a slow start, and 1 in 60 with a real start's few milliseconds). Now the
     # sandbox's guardian, on the worker's death, kills every process under its user ids.
-    mark, placing = f"gdpo-orphan-{uuid.uuid4().hex[:8]}", tmp_path / "placing"
-    host = subprocess.Popen([sys.executable, "-c", HOST, mark, str(placing)])
+    ids = tmp_path / "ids"
+    host = subprocess.Popen([sys.executable, "-c", HOST, str(ids)])
     try:
         deadline = time.monotonic() + 30
-        while not placing.exists():
+        while not sandboxed(ids):
             assert time.monotonic() < deadline and host.poll() is None, "the run never started"
             time.sleep(0.02)
         host.kill()
         host.wait()
         deadline = time.monotonic() + 10  # the guardian sweeps every 50 ms
-        while marked(mark, host.pid) and time.monotonic() < deadline:
+        while sandboxed(ids) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert marked(mark, host.pid) == []
+        assert sandboxed(ids) == []
     finally:
         host.kill()
-        for pid in marked(mark, host.pid):
+        for pid in sandboxed(ids):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -955,3 +958,194 @@ def test_as_root_each_run_has_a_user_id_of_its_own_and_no_capability(sandbox):
     assert uid >= 2_000_000_000
     assert "CapEff:\t0000000000000000" in outcome.stdout
 
+
+
+# How python runs a file and ends, each a way a program can depend on it: a run in a session (the program forked from
+# the interpreter that compiled it) must print the same and exit with the same code as python started on the file.
+AS_PYTHON_RUNS_IT = {
+"del_print": "class A:\n    def __del__(self):\n        print('del')\na = A()\nprint('main')\n",
+"unclosed_fd1": "import os\nout = open(1, 'w', closefd=False)\nout.write('buffered')\n",
+"unclosed_file_fd1_closefd": "out = open(1, 'w')\nout.write('x' * 10)\n",
+"fastio": '''import os, sys
+from io import BytesIO, IOBase
+class FastIO(IOBase):
+    newlines = 0
+    def __init__(self, file):
+        self._fd = file.fileno()
+        self.buffer = BytesIO()
+        self.writable = "x" in file.mode or "r" not in file.mode
+        self.write = self.buffer.write if self.writable else None
+    def flush(self):
+        if self.writable:
+            os.write(self._fd, self.buffer.getvalue())
+            self.buffer.truncate(0), self.buffer.seek(0)
+class IOWrapper(IOBase):
+    def __init__(self, file):
+        self.buffer = FastIO(file)
+        self.flush = self.buffer.flush
+        self.writable = self.buffer.writable
+        self.write = lambda s: self.buffer.write(s.encode("ascii"))
+print("before")
+sys.stdout = IOWrapper(sys.stdout)
+print("after", sum(range(10)))
+''',
+"exit_str": "import sys\nprint('x')\nsys.exit('bye')\n",
+"exit_big": "import sys\nsys.exit(300)\n",
+"exit_neg": "import sys\nsys.exit(-1)\n",
+"exit_true": "import sys\nsys.exit(True)\n",
+"thread_late": "import threading, time\ndef w():\n    time.sleep(0.1)\n    print('late')\n"
+               "threading.Thread(target=w).start()\nprint('main')\n",
+"daemon": "import threading, time\ndef w():\n    time.sleep(5)\n    print('never')\n"
+          "threading.Thread(target=w, daemon=True).start()\nprint('main')\n",
+"atexit": "import atexit\natexit.register(print, 'atexit')\nprint('main')\n",
+"stdout_closed": "import sys\nprint('x')\nsys.stdout.close()\n",
+"stdout_none": "import sys\nsys.stdout = None\n",
+"excepthook": "import sys\ndef hook(*a):\n    print('hooked', a[0].__name__)\nsys.excepthook = hook\n"
+              "raise ValueError\n",
+"exit_in_atexit": "import atexit, sys\natexit.register(sys.exit, 5)\nprint('m')\n",
+"recursion": "import sys\nsys.setrecursionlimit(10**6)\ndef f(n):\n    return f(n+1)\nf(0)\n",
+"cycle_del": "import gc\nclass A:\n    def __del__(self):\n        print('cycle del')\na = A(); a.me = a\n"
+             "del a\nprint('main')\n",
+"with_main": "if __name__ == '__main__':\n    print('main!', __file__)\n",
+"pickle_main": "import pickle\nclass P: pass\nprint(len(pickle.dumps(P())) > 0)\n",
+"input_loop": "import sys\nfor line in sys.stdin:\n    print(int(line) * 2)\n",
+"doc": '"""doc"""\nprint(__doc__)\n',
+"stdout_buffer": "import sys\nsys.stdout.buffer.write(b'raw\\n')\nprint('text')\n",
+}
+
+
+def test_a_run_prints_and_exits_as_python_started_on_the_file_would(sandbox, tmp_path):
+    (tmp_path / "main.py").write_text("")
+    for name, code in AS_PYTHON_RUNS_IT.items():
+        (tmp_path / "main.py").write_text(code)
+        bare = subprocess.run([sandbox.python, "-I", "-B", "main.py"], cwd=tmp_path, input="1\n2\n",
+                              capture_output=True, text=True, timeout=30)
+        bare_code = bare.returncode if bare.returncode >= 0 else 128 - bare.returncode
+        outcome = sandbox.run(code, "1\n2\n")
+        assert (outcome.stdout, outcome.exit_code) == (bare.stdout.replace(str(tmp_path), "/work"), bare_code), (
+            name, outcome, bare)
+
+
+# ------------------------------------------------------------------------------------------------ sessions
+
+# One program, two runs in one session: the first changes what a run could change and leaves it behind, the second
+# reports what it finds.
+LEAVE_AND_LOOK = r"""
+import builtins, collections, glob, os, sys, time
+if sys.stdin.read() == "leave":
+    collections.counter = 1                       # a global of a module imported before it
+    builtins.len = lambda value: 99               # a patched builtin
+    os.environ["LEFT"] = "1"
+    sys.setrecursionlimit(50)
+    open("left.txt", "w").write("x")              # files in /work and /tmp
+    os.makedirs("deep/er", exist_ok=True)
+    os.chmod("deep", 0)
+    open("/tmp/left-too", "w").write("x")
+    open("main.py", "a").write("\n# LEFT" + "-BEHIND\n")
+    if os.fork() == 0:                            # a process left running
+        os.setsid()
+        time.sleep(60)
+    print("left")
+else:
+    print(hasattr(collections, "counter"), len([1]), "LEFT" in os.environ, sys.getrecursionlimit() > 50)
+    print(sorted(os.listdir("/work")), open("main.py").read().endswith("-BEHIND\n"))
+    print(sorted(int(pid) for pid in os.listdir("/proc") if pid.isdigit()) == [1, os.getpid()])
+"""
+
+
+def test_runs_of_a_session_share_nothing_one_run_leaves(sandbox):
+    with sandbox.session(LEAVE_AND_LOOK) as session:
+        assert session.run("leave").stdout == "left\n"
+        looked = session.run("look")
+        assert looked.status == OK, looked
+        assert looked.stdout.split("\n")[:3] == ["False 1 False True", "['main.py'] False", "True"], looked.stdout
+        assert session.started == 1  # one interpreter for both runs
+    assert program_processes(sandbox) == []
+
+
+REACH_THE_INTERPRETER = r"""
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+tried = []
+for number in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM, signal.SIGINT, signal.SIGSEGV):
+    os.kill(1, number)                            # delivered only with a handler: the interpreter has none
+for path in ("/proc/1/mem", "/proc/1/fd/3", "/proc/1/environ"):
+    try:
+        open(path, "rb").read(1)
+        tried.append(path)
+    except OSError:
+        pass
+try:
+    tried.append(os.listdir("/proc/1/fd"))
+except OSError:
+    pass
+if libc.ptrace(16, 1, 0, 0) == 0:                 # PTRACE_ATTACH
+    tried.append("ptrace")
+print(tried, sorted(os.listdir(f"/proc/{os.getpid()}/fd")))
+os.kill(1, signal.SIGKILL)
+"""
+
+
+def test_a_run_cannot_reach_its_session_s_interpreter(sandbox):
+    with sandbox.session(REACH_THE_INTERPRETER) as session:
+        for _ in range(3):
+            outcome = session.run("")
+            assert outcome.status == OK, outcome
+            # nothing of the interpreter opened, traced or signalled; the run holds its stdin, stdout and stderr
+            # (3: the listing's own)
+            assert outcome.stdout == "[] ['0', '1', '2', '3']\n", outcome.stdout
+        assert session.started == 1  # the same interpreter took every run
+
+
+def test_a_program_that_does_not_compile_fails_every_run_as_python_reports_it(sandbox):
+    with sandbox.session("print('never'\nx = 1") as session:
+        outcomes = [session.run(str(case)) for case in range(3)]
+    assert {(outcome.status, outcome.exit_code) for outcome in outcomes} == {(ERROR, 1)}
+    assert all("SyntaxError" in outcome.stderr and 'File "/work/main.py", line 1' in outcome.stderr
+               for outcome in outcomes)
+
+
+def test_a_run_that_leaves_too_many_files_or_kills_the_interpreter_gets_a_new_sandbox_for_the_next(sandbox):
+    # a run that leaves more files than the interpreter clears, or whose memory makes the kernel take the
+    # interpreter: the next run gets a fresh sandbox, and its own outcome stands
+    code = """
+import sys
+case = sys.stdin.read()
+if case == "files":
+    for number in range(300):
+        open(f"f{number}", "w").close()
+print(case)
+"""
+    with sandbox.session(code) as session:
+        assert session.run("files").stdout == "files\n"
+        assert session.run("after").stdout == "after\n"
+        assert session.started == 2
+        interpreter = session._interpreter
+        signal.pidfd_send_signal(interpreter.bwrap.child, signal.SIGKILL)  # as the OOM killer would
+        assert session.run("again").stdout == "again\n"
+        assert session.started == 3
+
+
+def test_a_session_waits_for_a_slot_while_the_runs_that_hold_them_end():
+    # every slot is held by a session for longer than wall_s, but its runs go on ending: busy, not stuck
+    limits = Limits(wall_s=1, cpu_s=1, memory_mb=256, processes=4, file_mb=4, output_kb=64)
+    one = Sandbox("local", limits, slots=1)
+    try:
+        held = threading.Event()
+
+        def hold():
+            with one.session("import time\ntime.sleep(0.2)") as session:
+                held.set()
+                for _ in range(12):
+                    assert session.run("").status == OK
+
+        with ThreadPoolExecutor(1) as pool:
+            holder = pool.submit(hold)
+            held.wait(10)
+            started = time.monotonic()
+            with one.session("print(2)") as session:
+                assert session.run("").stdout == "2\n"
+            assert time.monotonic() - started > limits.wall_s
+            holder.result()
+    finally:
+        one.close()
