@@ -385,7 +385,11 @@ def _run_in_sessions(runner: Sandbox, pool: ThreadPoolExecutor, program: str, ca
                         and left * per_case / (sessions * (sessions + 1)) > first.start_seconds):
                     helper = runner.session(program, wait=False)
                     if helper is not None:
-                        helpers.append(pool.submit(drain, helper))
+                        try:
+                            helpers.append(pool.submit(drain, helper))
+                        except BaseException:  # the pool is shut down: its slot back
+                            helper.close()
+                            raise
     finally:
         for helper in helpers:
             helper.result()

@@ -87,6 +87,8 @@ _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # what a program that solves a problem never needs. By class, with its system calls:
 # - shared memory, semaphores and message queues: shmget, shmat, shmctl, semget, msgget, mq_open, memfd_create
 #   (they outlive the process that made them: one run of a session would leave them to the next);
+# - extended attributes (and so ACLs): setxattr, lsetxattr, fsetxattr, setxattrat (the tmpfs's size does not bound
+#   them, and on /work they would pass from one run of a session to the next: 64 MB did);
 # - sockets (socket, socketpair): the sandbox has no network, and a socket's queue of 1-byte messages holds
 #   megabytes of kernel memory (measured 13 MB per socket pair where net.core.wmem_max is 4 MB);
 # - io_uring (io_uring_setup, _enter, _register; its operations, sockets included, are not system calls a filter
@@ -104,10 +106,10 @@ _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 #   the host dies: switched off, a program outlived a reward worker killed under it) and prctl(PR_SET_THP_DISABLE)
 #   (the host switches transparent huge pages off; see Sandbox.__init__).
 _REFUSED_SYSCALLS = {
-    "x86_64": (29, 30, 31, 64, 68, 240, 319, 41, 53, 425, 426, 427, 206, 207, 208, 209, 210, 333, 253, 294, 300, 278,
-               248, 249, 250, 162, 306, 101, 310, 311, 298),
-    "aarch64": (194, 196, 195, 190, 186, 180, 279, 198, 199, 425, 426, 427, 0, 1, 4, 2, 3, 292, 26, 262, 75,
-                217, 218, 219, 81, 267, 117, 270, 271, 241),
+    "x86_64": (29, 30, 31, 64, 68, 240, 319, 188, 189, 190, 463, 41, 53, 425, 426, 427, 206, 207, 208, 209, 210, 333,
+               253, 294, 300, 278, 248, 249, 250, 162, 306, 101, 310, 311, 298),
+    "aarch64": (194, 196, 195, 190, 186, 180, 5, 6, 7, 463, 279, 198, 199, 425, 426, 427, 0, 1, 4, 2, 3, 292, 26, 262,
+                75, 217, 218, 219, 81, 267, 117, 270, 271, 241),
 }
 _PRCTL = {"x86_64": 157, "aarch64": 167}
 _PR_SET_PDEATHSIG, _PR_SET_THP_DISABLE = 1, 41
@@ -541,7 +543,9 @@ class Sandbox:
             "--new-session", "--cap-drop", "ALL",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/work",
             "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONIOENCODING", "utf-8",
-            *mounts, "--proc", "/proc", "--tmpfs", "/dev", *devices,
+            # /proc/1 (the sandbox's interpreter) hidden under an empty read-only tmpfs: its counters (faults and
+            # CPU time of the runs it collected) would pass from one run to the next
+            *mounts, "--proc", "/proc", "--tmpfs", "/proc/1", "--remount-ro", "/proc/1", "--tmpfs", "/dev", *devices,
             "--size", str(self.limits.file_mb * 2**20), "--tmpfs", "/work", "--symlink", "/work", "/tmp",
             "--chdir", "/work",
             "--file", str(program), "/work/main.py", "--remount-ro", "/dev", "--remount-ro", "/",
@@ -1209,10 +1213,12 @@ import _ctypes, _socket, gc, os, resource, select, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)  # its namespace's first process: a signal with no handler never comes
 
 
-def _clear(source, mode):
+def _clear(source, work):
+    """Empty /work but for a fresh main.py, its mode and times as they were; False when it held more than 256
+    entries or anything failed (the host then ends the sandbox)."""
     try:
-        if os.stat("/work").st_mode & 0o7777 != mode:
-            os.chmod("/work", mode)
+        if os.stat("/work").st_mode & 0o7777 != work.st_mode & 0o7777:
+            os.chmod("/work", work.st_mode & 0o7777)
         _remove("/work", [256])
         fd = os.open("/work/main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
@@ -1221,17 +1227,20 @@ def _clear(source, mode):
                 view = view[os.write(fd, view):]
         finally:
             os.close(fd)
+        os.utime("/work", ns=(work.st_atime_ns, work.st_mtime_ns))
         return True
-    except (OSError, RecursionError):
+    except Exception:  # (out of memory, too deep, too many): not cleared
         return False
 
 
 def _remove(path, budget):
     with os.scandir(path) as found:
-        entries = list(found)
-    budget[0] -= len(entries)
-    if budget[0] < 0:
-        raise OSError("more files than a run is cleared of")
+        entries = []
+        for entry in found:
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise OSError("more files than a run is cleared of")
+            entries.append(entry)
     for entry in entries:
         if entry.is_dir(follow_symlinks=False):
             os.chmod(entry.path, 0o700)
@@ -1239,6 +1248,13 @@ def _remove(path, budget):
             os.rmdir(entry.path)
         else:
             os.unlink(entry.path)
+
+
+def _attributes(limits, ioprio):
+    """What a process of the same user id may change of this one (prlimit, setpriority, sched_setaffinity,
+    sched_setscheduler, ioprio_set on pid 1) and every fork would inherit."""
+    return ([resource.getrlimit(limit) for limit in limits], os.getpriority(os.PRIO_PROCESS, 0),
+            os.sched_getaffinity(0), os.sched_getscheduler(0), os.sched_getparam(0).sched_priority, ioprio())
 
 
 def _answer_and_wait(channel, answer):
@@ -1268,10 +1284,14 @@ def _serve():
         # what programs import most (and what ends a run: atexit, threading), imported once
         import atexit, bisect, builtins, collections, functools, heapq, importlib.machinery, itertools, math
         import operator, random, re, string, threading, types, typing
+        ioprio_get = {"x86_64": 252, "aarch64": 31}[os.uname().machine]
+        syscall = _ctypes.dlsym(_ctypes.dlopen(None, os.RTLD_NOW), "syscall")
+        limits = [getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_")]
+        attributes = _attributes(limits, lambda: _ctypes.call_function(syscall, (ioprio_get, 1, 0)))
         with open("/work/main.py", "rb") as handle:
             source = handle.read()
-        mode = os.stat("/work").st_mode & 0o7777
-        if not _clear(source, mode):
+        work = os.stat("/work")
+        if not _clear(source, work):
             raise OSError("could not write /work/main.py")
     except BaseException as error:  # the sandbox's failure, not the program's
         _answer_and_wait(channel, b"F" + repr(error).encode("utf-8", "replace"))
@@ -1332,7 +1352,8 @@ def _serve():
         own = resource.getrusage(resource.RUSAGE_SELF)
         exit = os.waitstatus_to_exitcode(status)
         cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        clean = _clear(source, mode)
+        clean = _clear(source, work) and _attributes(limits, lambda: _ctypes.call_function(
+            syscall, (ioprio_get, 1, 0))) == attributes
         own = own.ru_utime + own.ru_stime
         channel.send(f"D {128 - exit if exit < 0 else exit} {cpu!r} {int(clean)} {own!r}".encode())
 
@@ -1346,30 +1367,42 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 # no SIGXCPU, SIGKILL at the hard limit (a second past cpu_s), as for a sandbox's first process: the host counts
 # the run's CPU time exactly and stops it at cpu_s (the kernel's per-process count, sampled, may lead it by 10%)
 resource.setrlimit(resource.RLIMIT_CPU, (resource.getrlimit(resource.RLIMIT_CPU)[1],) * 2)
-import atexit, threading
+import atexit, io, threading
+_error = None
 sys.modules["__main__"] = _main
 sys.argv[:] = ["main.py", *_argv]
 try:
     exec(_code, _main.__dict__)
     _status = 0
-except SystemExit as _error:  # as python ends on it
+except SystemExit as _error:  # as python ends on it: None is 0, an integer its C long (-1 past it), else 1
     _status = _error.code
     if _status is None:
         _status = 0
-    elif not isinstance(_status, int):
+    elif isinstance(_status, int):
+        _status = int.__int__(_status)
+        _status = _status if -2**63 <= _status < 2**63 else -1
+    else:
         sys.stderr.write(f"{_status}\n")
         _status = 1
 except BaseException as _error:  # as python reports it: the traceback from the program's own frames, exit 1
     _error.__traceback__ = _error.__traceback__.tb_next
+    sys.last_type, sys.last_value, sys.last_traceback = type(_error), _error, _error.__traceback__
     sys.excepthook(type(_error), _error, _error.__traceback__)
     _status = 130 if isinstance(_error, KeyboardInterrupt) else 1
+
+
+def _closed(stream):
+    try:
+        return bool(stream.closed)
+    except BaseException:  # as python reads it: no closed attribute, not closed
+        return False
 
 
 def _flush(streams):
     flushed = True
     for stream in streams:
         try:
-            if stream is not None and not stream.closed:
+            if stream is not None and not _closed(stream):
                 stream.flush()
         except BaseException:  # python's exit reports it by its status, 120
             flushed = False
@@ -1379,7 +1412,8 @@ def _flush(streams):
 # python's exit, in its order, without tearing down the interpreter's own modules (the interpreter's pages, shared
 # with it until written: tearing them down would copy them all): the program's threads are waited for, its atexit
 # functions run, its output flushed (120 if that fails), then its globals are cleared and its garbage collected, so
-# that its objects' finalizers run (a file it did not close is flushed and closed), and the output flushed again
+# that its objects' finalizers run (a file it did not close is flushed and closed), every file object it made and
+# still holds elsewhere is flushed (the collector tracks only what the program made), and the output flushed again
 threading._shutdown()
 atexit._run_exitfuncs()
 if not _flush((sys.stdout, sys.stderr)):
@@ -1387,7 +1421,9 @@ if not _flush((sys.stdout, sys.stderr)):
 for _name in sorted(_main.__dict__, key=lambda name: not name.startswith("_")):
     if _name != "__builtins__":
         _main.__dict__[_name] = None
+sys.last_type = sys.last_value = sys.last_traceback = _error = None
 gc.collect()
+_flush([found for found in gc.get_objects() if isinstance(found, io.IOBase)])
 _flush((sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__))
 os._exit(_status & 0xFF)
 '''

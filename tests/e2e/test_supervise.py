@@ -148,10 +148,18 @@ def test_a_ray_worker_still_titled_idle_that_sleeps_is_a_stall_named_as_such(tmp
     assert_gone([worker])
 
 
-def pinned_hog(cpu: int) -> subprocess.Popen:
-    """A busy process outside the run, on one CPU; started from the test's session, as the run is, so that the
-    kernel weighs the two against each other (autogroups share a CPU between sessions first)."""
-    return subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+def beside_a_pinned_hog(tmp_path, cpu: int, command: str) -> tuple[int, str, float]:
+    """A one-step run of ``command`` with a 3 s stall timeout, beside a busy process outside the run on one CPU
+    (started from the test's session, as the run is, so that the kernel weighs the two against each other:
+    autogroups share a CPU between sessions first): its exit code, stderr and seconds."""
+    hog = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+    try:
+        process = start(tmp_path, f"{IDLE_WORKER.format(command=command)}; wait; {log_step(1)}", "--steps", "1",
+                        "--stall-timeout", "3")
+        return finish(process)
+    finally:
+        hog.kill()
+        hog.wait()
 
 
 def test_a_run_starved_of_cpu_by_other_work_is_slow_not_stalled(tmp_path):
@@ -163,14 +171,7 @@ def test_a_run_starved_of_cpu_by_other_work_is_slow_not_stalled(tmp_path):
     starved = (f"{sys.executable} -c 'import os, time; os.sched_setaffinity(0, {{{cpu}}}); "
                "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)); end = time.monotonic() + 8\n"
                "while time.monotonic() < end: pass'")
-    hog = pinned_hog(cpu)
-    try:
-        process = start(tmp_path, f"{IDLE_WORKER.format(command=starved)}; wait; {log_step(1)}", "--steps", "1",
-                        "--stall-timeout", "3")
-        code, stderr, seconds = finish(process)
-    finally:
-        hog.kill()
-        hog.wait()
+    code, stderr, seconds = beside_a_pinned_hog(tmp_path, cpu, starved)
     assert code == 0, stderr
     assert seconds > 8
 
@@ -184,14 +185,7 @@ def test_a_waiting_run_whose_threads_wake_often_beside_busy_work_is_still_a_stal
     wakers = (f"{sys.executable} -c 'import os, threading, time; os.sched_setaffinity(0, {{{cpu}}})\n"
               "def wake():\n    while True: time.sleep(0.02)\n"
               "[threading.Thread(target=wake, daemon=True).start() for _ in range(200)]\ntime.sleep(600)'")
-    hog = pinned_hog(cpu)
-    try:
-        process = start(tmp_path, f"{IDLE_WORKER.format(command=wakers)}; wait; {log_step(1)}", "--steps", "1",
-                        "--stall-timeout", "3")
-        code, stderr, seconds = finish(process)
-    finally:
-        hog.kill()
-        hog.wait()
+    code, stderr, seconds = beside_a_pinned_hog(tmp_path, cpu, wakers)
     assert code == 1 and seconds < 30
     assert "step 1 of 1 made no progress for 3 s (no step logged and its processes idle; STALL_TIMEOUT)" in stderr
 

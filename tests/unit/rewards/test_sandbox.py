@@ -525,6 +525,8 @@ def test_the_memory_a_run_holds_is_within_its_bound_measured_on_the_host():
 
 REFUSED = {  # what the filter refuses, by class (gdpo_verl/rewards/sandbox.py, _REFUSED_SYSCALLS)
     "semaphores": "libc.syscall(64 if x86 else 190, 0, 1, 0o1600)",
+    "extended attributes": "os.setxattr('/work', 'user.k', b'v')",
+    "extended attributes of a descriptor": "os.setxattr(os.open('/work', os.O_RDONLY), 'user.k', b'v')",
     "socket": "socket.socket(socket.AF_UNIX)",
     "socketpair": "socket.socketpair()",
     "io_uring": "libc.syscall(425, 8, ctypes.create_string_buffer(120))",
@@ -646,15 +648,20 @@ sandbox.check()
 open({str(ids)!r}, "w").write(str(sandbox._uid_base))
 print(sandbox.run("import ctypes, os, time\\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\\nos.fork()\\ntime.sleep(60)", ""))
 """])
+    # bubblewrap, the sandbox's interpreter, the program and its child
+    nothing_left_when_killed(host, ids, lambda: len(sandboxed(ids)) >= 4)
+
+
+def nothing_left_when_killed(host: subprocess.Popen, ids: Path, started) -> None:
+    """Once ``started()`` (within 30 s), kill ``host``: within 10 s no process is left under its sandbox's ids."""
     try:
         deadline = time.monotonic() + 30
-        # bubblewrap, the sandbox's interpreter, the program and its child
-        while len(sandboxed(ids)) < 4:
+        while not started():
             assert time.monotonic() < deadline and host.poll() is None, "the run never started"
-            time.sleep(0.05)
+            time.sleep(0.02)
         host.kill()
         host.wait()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 10  # the guardian sweeps every 50 ms
         while sandboxed(ids) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert sandboxed(ids) == []
@@ -725,21 +732,7 @@ def test_a_reward_worker_killed_while_a_run_starts_leaves_no_run_behind(tmp_path
     # sandbox's guardian, on the worker's death, kills every process under its user ids.
     ids = tmp_path / "ids"
     host = subprocess.Popen([sys.executable, "-c", HOST, str(ids)])
-    try:
-        deadline = time.monotonic() + 30
-        while not sandboxed(ids):
-            assert time.monotonic() < deadline and host.poll() is None, "the run never started"
-            time.sleep(0.02)
-        host.kill()
-        host.wait()
-        deadline = time.monotonic() + 10  # the guardian sweeps every 50 ms
-        while sandboxed(ids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert sandboxed(ids) == []
-    finally:
-        host.kill()
-        for pid in sandboxed(ids):
-            os.kill(pid, signal.SIGKILL)
+    nothing_left_when_killed(host, ids, lambda: bool(sandboxed(ids)))
 
 
 def test_cpu_time_over_many_sessions_is_stopped_at_the_run_s_limit(sandbox):
@@ -1011,6 +1004,16 @@ print("after", sum(range(10)))
 "input_loop": "import sys\nfor line in sys.stdin:\n    print(int(line) * 2)\n",
 "doc": '"""doc"""\nprint(__doc__)\n',
 "stdout_buffer": "import sys\nsys.stdout.buffer.write(b'raw\\n')\nprint('text')\n",
+"exit_huge": "import sys\nsys.exit(2**70)\n",
+"exit_int_subclass": "import sys\nclass E(int):\n    def __and__(self, other):\n        return 0\nsys.exit(E(3))\n",
+"stdout_without_closed": "import os, sys\nclass Out:\n    def __init__(self):\n        self.parts = []\n"
+                         "    def write(self, text):\n        self.parts.append(text)\n    def flush(self):\n"
+                         "        os.write(1, ''.join(self.parts).encode())\n        self.parts = []\n"
+                         "sys.stdout = Out()\nprint(int(input()) + int(input()))\n",
+"file_held_by_a_module": "import os, sys\nsys.keep = os.fdopen(os.dup(1), 'w')\nsys.keep.write('kept\\n')\n",
+"del_in_a_traceback_after_atexit": "import atexit\natexit.register(lambda: print('atexit'))\nclass A:\n"
+                                   "    def __del__(self):\n        print('del')\ndef f():\n    a = A()\n"
+                                   "    raise ValueError('x')\nf()\n",
 }
 
 
@@ -1042,13 +1045,15 @@ if sys.stdin.read() == "leave":
     os.chmod("deep", 0)
     open("/tmp/left-too", "w").write("x")
     open("main.py", "a").write("\n# LEFT" + "-BEHIND\n")
+    os.utime("/work", ns=(4242424242424242, 4242424242424242))
     if os.fork() == 0:                            # a process left running
         os.setsid()
         time.sleep(60)
     print("left")
 else:
     print(hasattr(collections, "counter"), len([1]), "LEFT" in os.environ, sys.getrecursionlimit() > 50)
-    print(sorted(os.listdir("/work")), open("main.py").read().endswith("-BEHIND\n"))
+    print(sorted(os.listdir("/work")), open("main.py").read().endswith("-BEHIND\n"),
+          os.stat("/work").st_mtime_ns == 4242424242424242)
     print(sorted(int(pid) for pid in os.listdir("/proc") if pid.isdigit()) == [1, os.getpid()])
 """
 
@@ -1058,7 +1063,7 @@ def test_runs_of_a_session_share_nothing_one_run_leaves(sandbox):
         assert session.run("leave").stdout == "left\n"
         looked = session.run("look")
         assert looked.status == OK, looked
-        assert looked.stdout.split("\n")[:3] == ["False 1 False True", "['main.py'] False", "True"], looked.stdout
+        assert looked.stdout.split("\n")[:3] == ["False 1 False True", "['main.py'] False False", "True"], looked.stdout
         assert session.started == 1  # one interpreter for both runs
     assert program_processes(sandbox) == []
 
@@ -1069,7 +1074,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 tried = []
 for number in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM, signal.SIGINT, signal.SIGSEGV):
     os.kill(1, number)                            # delivered only with a handler: the interpreter has none
-for path in ("/proc/1/mem", "/proc/1/fd/3", "/proc/1/environ"):
+for path in ("/proc/1/mem", "/proc/1/fd/3", "/proc/1/environ", "/proc/1/stat", "/proc/1/task/1/stat"):
     try:
         open(path, "rb").read(1)
         tried.append(path)
@@ -1095,6 +1100,30 @@ def test_a_run_cannot_reach_its_session_s_interpreter(sandbox):
             # (3: the listing's own)
             assert outcome.stdout == "[] ['0', '1', '2', '3']\n", outcome.stdout
         assert session.started == 1  # the same interpreter took every run
+
+
+CHANGE_THE_INTERPRETER = r"""
+import os, resource, sys
+if sys.stdin.read() == "change":  # what a process of the same user id may change of another, and forks inherit
+    resource.prlimit(1, resource.RLIMIT_DATA, (50 << 20, resource.prlimit(1, resource.RLIMIT_DATA)[1]))
+    os.setpriority(os.PRIO_PROCESS, 1, 7)
+    os.sched_setaffinity(1, {min(os.sched_getaffinity(0))})
+    os.sched_setscheduler(1, os.SCHED_BATCH, os.sched_param(0))
+else:
+    print(resource.getrlimit(resource.RLIMIT_DATA)[0] == resource.RLIM_INFINITY, os.getpriority(os.PRIO_PROCESS, 0),
+          sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0), sep=";")
+"""
+
+
+def test_a_run_that_changes_the_interpreter_s_limits_or_priority_hands_the_next_run_a_new_sandbox(sandbox):
+    # Before: one run lowered the interpreter's RLIMIT_DATA, reniced it, pinned it to one CPU and changed its
+    # scheduling policy, and every later run of the session inherited all of it (a later run's 100 MB bytearray
+    # failed under memory_mb=256)
+    with sandbox.session(CHANGE_THE_INTERPRETER) as session:
+        assert session.run("change").status == OK
+        looked = session.run("look")
+        assert looked.stdout == f"True;0;{sorted(os.sched_getaffinity(0))};{os.SCHED_OTHER}\n", looked
+        assert session.started == 2
 
 
 def test_a_program_that_does_not_compile_fails_every_run_as_python_reports_it(sandbox):
