@@ -377,19 +377,19 @@ def _run_in_sessions(runner: Sandbox, pool: ThreadPoolExecutor, program: str, ca
             while (case := take()) is not None:
                 ran[case] = stop.run(first.run, cases, case)
                 done += 1
-                sessions = len(helpers) + 1
                 left = len(ran) - taken[0]
                 per_case = (time.monotonic() - began - first.start_seconds) / done
                 # one more session saves left x per_case x (1/sessions - 1/(sessions + 1)) and costs a start
-                if (first.slot is not None and sessions < runner.slots
-                        and left * per_case / (sessions * (sessions + 1)) > first.start_seconds):
+                while (first.slot is not None and (sessions := len(helpers) + 1) < runner.slots
+                       and left * per_case / (sessions * (sessions + 1)) > first.start_seconds):
                     helper = runner.session(program, wait=False)
-                    if helper is not None:
-                        try:
-                            helpers.append(pool.submit(drain, helper))
-                        except BaseException:  # the pool is shut down: its slot back
-                            helper.close()
-                            raise
+                    if helper is None:  # no slot free
+                        break
+                    try:
+                        helpers.append(pool.submit(drain, helper))
+                    except BaseException:  # the pool is shut down: its slot back
+                        helper.close()
+                        raise
     finally:
         for helper in helpers:
             helper.result()

@@ -21,7 +21,7 @@ from gdpo_verl.rewards.coding import (
     same_output,
     same_value,
 )
-from gdpo_verl.rewards.sandbox import Limits, SandboxUnavailable
+from gdpo_verl.rewards.sandbox import Limits, Sandbox, SandboxUnavailable
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap runs on Linux only")
 
@@ -126,6 +126,25 @@ def test_every_test_case_counts_not_only_the_first_ten(reward):
     truth = json.dumps({"inputs": [f"{i}\n" for i in range(12)], "outputs": [f"{i}\n" for i in range(12)]})
     result = score(reward, "n = int(input())\nprint(n if n < 11 else -1)", truth)
     assert result["test_cases"] == 12 and result["pass_rate"] == pytest.approx(11 / 12)
+
+
+def test_slow_test_cases_spread_over_the_free_slots_and_quick_ones_stay_in_one_sandbox(reward, monkeypatch):
+    reward.sandbox(limits=Limits(**LIMITS))  # made and checked before the sessions are counted
+    opened = []
+    session = Sandbox.session
+    monkeypatch.setattr(Sandbox, "session", lambda self, *args, **kwargs: opened.append(1) or session(self, *args,
+                                                                                                      **kwargs))
+    many = json.dumps({"inputs": [f"{case} 1\n" for case in range(6)],
+                       "outputs": [f"{case + 1}\n" for case in range(6)]})
+    assert score(reward, "a, b = map(int, input().split())\nprint(a + b)", many)["pass_rate"] == 1.0
+    assert len(opened) == 1  # a start costs more than the rest of the test cases take
+    opened.clear()
+    slow = json.dumps({"inputs": ["1 2\n"] * 8, "outputs": ["3\n"] * 8})
+    started = time.monotonic()
+    result = score(reward, "import time\ntime.sleep(0.5)\na, b = map(int, input().split())\nprint(a + b)", slow)
+    assert result["pass_rate"] == 1.0
+    # the second slot from the second test case on: 5 of the 8 test cases' time (the first alone, then two at once)
+    assert len(opened) == 2 and time.monotonic() - started < 0.75 * 8 * 0.5
 
 
 def test_a_sandbox_that_cannot_run_is_verify_failed_never_wrong(reward, caplog):
