@@ -17,13 +17,13 @@ SCRIPT = Path(__file__).with_name("multi_node_run.py")
 
 
 @pytest.fixture(scope="module")
-def results():
-    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=600)
+def results(tmp_path_factory):
+    found = tmp_path_factory.mktemp("multi_node") / "results.jsonl"
+    done = subprocess.run([sys.executable, str(SCRIPT), str(found)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     merged = {}
-    for line in done.stdout.splitlines():
-        if line.startswith("RESULT "):
-            merged.update(json.loads(line.removeprefix("RESULT ")))
+    for line in found.read_text().splitlines():
+        merged.update(json.loads(line))
     return merged
 
 
