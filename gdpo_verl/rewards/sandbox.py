@@ -1276,6 +1276,8 @@ def _receive(channel):
 def _serve():
     channel = _socket.socket(fileno=int(sys.argv[1]))
     try:
+        if os.getpid() != 1:  # kill(-1) would reach every process of this user id, not only a run's
+            raise OSError("the interpreter is not its pid namespace's first process")
         # PR_SET_DUMPABLE 0: /proc/1/mem, /proc/1/fd and /proc/1/environ closed to the runs (ctypes' own module
         # would take milliseconds to import per sandbox)
         prctl = _ctypes.dlsym(_ctypes.dlopen(None, os.RTLD_NOW), "prctl")

@@ -93,9 +93,14 @@ class Part:
 
 
 def part_title(process: psutil.Process) -> str | None:
-    """The title under which a process is a part of the run, or None."""
+    """The title under which a process is a part of the run, or None. A process forked from its parent that still
+    carries its parent's title (a helper of a Ray actor's or a vLLM process's own) is no part of its own: it may
+    end whenever its work is done."""
     try:
         cmdline = process.cmdline()
+        parent = process.parent()
+        if parent is not None and parent.cmdline() == cmdline:
+            return None
     except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
         return None
     title = " ".join(cmdline).strip()

@@ -1,5 +1,5 @@
 """scripts/learning_study.sh: bad requests are refused before anything starts; a tiny real study of the default
-task (1 seed, GRPO and GDPO, 2 steps of verl's main_ppo each) writes summary.json, curves.png and results.md that
+task (1 seed, GRPO and GDPO, 3 steps of verl's main_ppo each) writes summary.json, curves.png and results.md that
 agree with the runs' own metrics files; the first task still runs. Which estimator learns better is not asserted
 anywhere."""
 from __future__ import annotations
@@ -56,21 +56,21 @@ def test_an_out_holding_another_study_is_left_alone(tmp_path):
 @pytest.mark.cpu_training
 def test_a_tiny_study_writes_outputs_that_agree_with_the_runs_metrics(tmp_path):
     out = tmp_path / "study"
-    result = study(out, timeout=1500, STEPS="2", SEEDS="7", ESTIMATORS="grpo,gdpo")
+    result = study(out, timeout=1500, STEPS="3", SEEDS="7", ESTIMATORS="grpo,gdpo")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     # one progress line per run and step
     for estimator in ("grpo", "gdpo"):
-        for step in (1, 2):
-            assert f"{estimator} seed 7 step {step}/2: correct " in result.stdout
+        for step in (1, 2, 3):
+            assert f"{estimator} seed 7 step {step}/3: correct " in result.stdout
 
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["steps"] == 2 and summary["seeds"] == [7] and summary["task_name"] == "conditioned"
+    assert summary["steps"] == 3 and summary["seeds"] == [7] and summary["task_name"] == "conditioned"
     assert "comparison" not in summary  # one seed: nothing to pair
     assert [(run["estimator"], run["seed"]) for run in summary["runs"]] == [("grpo", 7), ("gdpo", 7)]
     for run in summary["runs"]:
         lines = (out / "runs" / f"{run['estimator']}-seed7" / "metrics.jsonl").read_text().splitlines()
         logged = {entry["step"]: entry["data"] for entry in map(json.loads, lines)}
-        assert [step["step"] for step in run["steps"]] == sorted(logged) == [1, 2]
+        assert [step["step"] for step in run["steps"]] == sorted(logged) == [1, 2, 3]
         for step in run["steps"]:
             data = logged[step["step"]]
             assert step["rewards"] == {key: data[f"gdpo/{key}/mean"] for key in REWARDS}
@@ -85,7 +85,7 @@ def test_a_tiny_study_writes_outputs_that_agree_with_the_runs_metrics(tmp_path):
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     results = (out / "results.md").read_text()
     for run in summary["runs"]:
-        final = run["steps"][-1]["rewards"]  # 2 steps: the final window is the last step
+        final = run["steps"][-1]["rewards"]  # 3 steps: the final window is the last step
         label = {"grpo": "GRPO", "gdpo": "GDPO"}[run["estimator"]]
         row = next(line for line in results.splitlines() if line.startswith(f"| {label} |"))
         for key in REWARDS:

@@ -239,6 +239,18 @@ def test_a_ray_task_worker_that_ends_is_no_dead_part(tmp_path):
     assert "died" not in stderr
 
 
+def test_a_process_forked_from_a_part_with_its_title_is_no_part_of_its_own(tmp_path):
+    # Before: a helper forked from verl's TaskRunner actor process keeps the actor's title; when it ended, the run
+    # was stopped with "ray::TaskRunnerV1.run (pid ..., Ray actor TaskRunnerV1) died before the first step", while
+    # the actor worked on (seen in a full run of the test suite)
+    forks = ("import os, time\nif os.fork() == 0:\n    time.sleep(2)\n    os._exit(0)\ntime.sleep(8)")
+    script = f"(exec -a ray::TaskRunnerV1.run {sys.executable} -c '{forks}') & sleep 5; {log_step(1)}"
+    process = start(tmp_path, script, "--steps", "1", "--grace", "1")
+    code, stderr, _ = finish(process)
+    assert code == 0, stderr
+    assert "died" not in stderr
+
+
 def test_a_run_that_logged_every_step_but_does_not_exit_is_stopped(tmp_path):
     process = start(tmp_path, f"{log_step(1)}; sleep 600", "--steps", "1", "--stall-timeout", "2")
     code, stderr, _ = finish(process)
