@@ -95,20 +95,23 @@ class Part:
 def part_title(process: psutil.Process) -> str | None:
     """The title under which a process is a part of the run, or None. A process forked from its parent that still
     carries its parent's title (a helper of a Ray actor's or a vLLM process's own) is no part of its own: it may
-    end whenever its work is done."""
+    end whenever its work is done. Raises psutil.NoSuchProcess (ZombieProcess included) when the process, or the
+    parent it is compared with, ended meanwhile: that says nothing of what it was."""
     try:
         cmdline = process.cmdline()
+        if not cmdline:  # a process of the run that is exiting: its memory is gone before it is a zombie
+            raise psutil.NoSuchProcess(process.pid)
         parent = process.parent()
         if parent is not None and parent.cmdline() == cmdline:
             return None
-    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-        return None
+    except psutil.AccessDenied:
+        return None  # its title cannot be read: not taken for a part
     title = " ".join(cmdline).strip()
     if title.startswith("VLLM::") or title.startswith(tuple(PARTS)):
         return title.split()[0]
     if title.startswith("ray::") and not title.startswith(RAY_NOT_PARTS) and title[5:6].isupper():
         return title.split()[0]  # an actor (ray::Class or ray::Class.method); ray::function is a task's worker
-    executable = os.path.basename(cmdline[0]) if cmdline else ""
+    executable = os.path.basename(cmdline[0])
     if executable in ("raylet", "gcs_server"):
         return executable
     return None
@@ -198,6 +201,8 @@ class Supervisor:
                 elif process.pid not in self.parts:
                     self.parts[process.pid] = Part(process.pid, process.create_time(), title)
             except psutil.NoSuchProcess:
+                # it ended since running() listed it: a part stays tracked, so its death is found just below (it was
+                # once taken for "no part" and forgotten, and a killed vLLM engine core went unnamed)
                 continue
         dead = [part for part in self.parts.values() if not part.alive()]
         for part in dead:

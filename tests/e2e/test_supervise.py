@@ -99,6 +99,34 @@ def test_parts_found_dead_in_the_same_look_are_all_named(tmp_path):
             in stderr), stderr
 
 
+def test_a_part_that_dies_while_the_supervisor_looks_is_found_dead(tmp_path):
+    # Before: a part that ended between the listing of the run's processes and the reading of its title was taken
+    # for "no part" and forgotten, so its death was never seen (a CI run killed vLLM's engine core, and only the
+    # vLLM worker that died after it was named). The race is made certain here: the look gets the list of
+    # processes taken before the kill.
+    engine = subprocess.Popen(["bash", "-c", "exec -a VLLM::EngineCore sleep 600"])
+    try:
+        deadline = time.monotonic() + 10
+        while psutil.Process(engine.pid).cmdline()[:1] != ["VLLM::EngineCore"]:
+            assert time.monotonic() < deadline, "the stand-in engine core never took its title"
+            time.sleep(0.05)
+        supervisor = supervise.Supervisor(supervise.parse_args(
+            ["--log", str(tmp_path / "run.log"), "--metrics", str(tmp_path / "metrics.jsonl"), "--steps", "2", "--",
+             "true"]))
+        listed = [psutil.Process(engine.pid)]
+        supervisor.running = lambda: listed  # the run's processes: the engine core alone
+        supervisor.reap = lambda: None  # this test's process collects its own child
+        assert supervisor.look() == [] and list(supervisor.parts) == [engine.pid]
+        engine.kill()
+        while psutil.Process(engine.pid).status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
+        dead = supervisor.look()  # with the list taken while it still ran
+    finally:
+        engine.kill()
+        engine.wait()
+    assert [(part.pid, part.title) for part in dead] == [(engine.pid, "VLLM::EngineCore")]
+
+
 def test_a_step_that_makes_no_progress_stops_the_run(tmp_path):
     process = start(tmp_path, f"{ORPHAN}{log_step(1)}; sleep 600", "--steps", "2", "--stall-timeout", "3")
     orphan = int(wait_for(tmp_path / "orphan.pid"))
