@@ -1,11 +1,11 @@
 """Everything that speaks verl (and Ray, TransferQueue, hydra, omegaconf, vLLM); a verl upgrade is a change here.
 
-``plugin``: the entry point verl loads, with the verl version guard. ``settings``: the config keys and their
-checks. ``estimator``: the estimator verl calls, and the ``Step`` a trainer hook runs it in.
-``trainer_hooks``: the wrapped verl functions (V1 and legacy trainers, start-up checks). ``transfer_queue``:
-reading the V1 stage's inputs. ``import_hooks``: wrapping on first import. ``reward_manager``: the
-"gdpo_verl" reward manager. ``batches``: verl's advantage stage on a rollout batch (the demo).
-``environment``: the doctor's checks of verl, Ray and vLLM. ``cpu_platform``: the CPU platform verl loads in
+``plugin``: the entry point verl loads. ``touch_points``: what gdpo-verl uses of verl, checked in place of a
+version pin. ``settings``: the config keys and their checks. ``estimator``: the estimator verl calls, and the
+``Step`` a trainer hook runs it in. ``trainer_hooks``: the wrapped verl functions (V1 and legacy trainers, start-up
+checks). ``transfer_queue``: reading the V1 stage's inputs. ``import_hooks``: wrapping on first import.
+``reward_manager``: the "gdpo_verl" reward manager. ``batches``: verl's advantage stage on a rollout batch (the
+demo). ``environment``: the doctor's checks of verl, Ray and vLLM. ``cpu_platform``: the CPU platform verl loads in
 every process of a CPU run (``VERL_USE_EXTERNAL_MODULES``); ``supervise``: the supervisor of such a run.
 
 The exports load on first use: verl imports ``cpu_platform`` while verl itself is being imported, before the
@@ -14,15 +14,11 @@ estimator's imports of verl could work.
 
 from typing import Any
 
-from packaging.specifiers import SpecifierSet
-
-# The verl versions this adapter is written against; the plugin refuses to register with any other.
-SUPPORTED_VERL = SpecifierSet(">=0.9.1,<0.10")
 # The name verl's config selects the estimator by (algorithm.adv_estimator), and what it resolves to when it is ours.
 ESTIMATOR_NAME = "gdpo"
 OURS = "gdpo_verl.verl_adapter.estimator.compute_gdpo_advantage"
 
-__all__ = ["ESTIMATOR_NAME", "OURS", "SUPPORTED_VERL", "GdpoSettings", "check_config", "compute_gdpo_advantage", "settings_from_config"]
+__all__ = ["ESTIMATOR_NAME", "OURS", "GdpoSettings", "check_config", "compute_gdpo_advantage", "settings_from_config"]
 
 
 def __getattr__(name: str) -> Any:

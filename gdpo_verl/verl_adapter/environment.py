@@ -19,19 +19,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
-from packaging.version import Version
-
-from gdpo_verl.verl_adapter import OURS, SUPPORTED_VERL
+from gdpo_verl.verl_adapter import OURS
 from gdpo_verl.verl_adapter.import_hooks import WRAPPED
+from gdpo_verl.verl_adapter.touch_points import V1_TRAINER, check_all
 
 
 # Run in a fresh interpreter: what a verl process (driver, TaskRunner, worker) sees at `import verl`.
+# Without TransferQueue verl's V1 trainer cannot be imported, and "v1-hooked" is None (the legacy trainer still works).
 RESOLVE = (
+    "import importlib.util\n"
     "import verl\n"
     "from verl.trainer.ppo import core_algos\n"
-    "from verl.trainer.ppo.v1 import trainer_base\n"
     "fn = core_algos.get_adv_estimator_fn('gdpo')\n"
-    f"hooked = hasattr(trainer_base.PPOTrainer._compute_advantage, {WRAPPED!r})\n"
+    "hooked = None\n"
+    "if importlib.util.find_spec('transfer_queue') is not None:\n"
+    "    from verl.trainer.ppo.v1 import trainer_base\n"
+    f"    hooked = hasattr(trainer_base.PPOTrainer._compute_advantage, {WRAPPED!r})\n"
     "print('resolved:', fn.__module__ + '.' + fn.__qualname__, 'v1-hooked:', hooked)\n"
 )
 
@@ -66,13 +69,19 @@ class Check:
 
 
 def check_verl_version() -> Check:
+    """verl's version, and whether every touch point gdpo-verl uses is as it expects (no version is refused as such).
+    Without TransferQueue the V1 trainer's module does not import: that is check_transfer_queue's to report."""
     try:
         installed = version("verl")
     except PackageNotFoundError:
-        return Check("FAIL", "verl", f"not installed: pip install 'verl{SUPPORTED_VERL}'")
-    if Version(installed) not in SUPPORTED_VERL:
-        return Check("FAIL", "verl", f"{installed} is installed; gdpo-verl supports verl{SUPPORTED_VERL}")
-    return Check("OK", "verl", f"{installed} (supported: {SUPPORTED_VERL})")
+        return Check("FAIL", "verl", "not installed: pip install 'verl>=0.9.1'")
+    no_transfer_queue = importlib.util.find_spec("transfer_queue") is None
+    results = [(point, found) for point, found in check_all() if not (no_transfer_queue and point.module == V1_TRAINER)]
+    problems = [found for _, found in results if found is not None]
+    if problems:
+        more = f" ({len(problems) - 1} more touch point(s) too)" if len(problems) > 1 else ""
+        return Check("FAIL", "verl", f"{installed}: {problems[0]}{more}")
+    return Check("OK", "verl", f"{installed} (the {len(results)} touch points gdpo-verl uses are as it expects)")
 
 
 def check_fresh_process() -> Check:
@@ -84,6 +93,8 @@ def check_fresh_process() -> Check:
     line = next((line for line in result.stdout.splitlines() if line.startswith("resolved:")), "")
     if f"resolved: {OURS} v1-hooked: True" in line:
         return Check("OK", name, "resolves to gdpo-verl; the V1 advantage stage is hooked")
+    if f"resolved: {OURS} v1-hooked: None" in line:
+        return Check("OK", name, "resolves to gdpo-verl (the legacy trainer; the V1 trainer needs TransferQueue)")
     hint = "install gdpo-verl in this environment (pip install -e . from a checkout)"
     policy = os.environ.get("VERL_USE_EXTERNAL_PLUGINS")
     if policy is not None:
@@ -230,7 +241,8 @@ def ray_worker_resolution() -> str:
 
 def check_transfer_queue() -> Check:
     if importlib.util.find_spec("transfer_queue") is None:
-        return Check("FAIL", "TransferQueue", "missing; verl's V1 trainer needs it: pip install 'transferqueue>=0.1.11'")
+        return Check("WARN", "TransferQueue", "missing; verl's V1 trainer (trainer.use_v1=true, its default) needs it: "
+                     "pip install 'transferqueue>=0.1.11', or train with trainer.use_v1=false")
     return Check("OK", "TransferQueue", version("transferqueue"))
 
 

@@ -2,9 +2,10 @@
 and installs the trainer hooks of ``gdpo_verl.verl_adapter.trainer_hooks``.
 
 verl 0.9.1 ships a built-in "gdpo" and refuses a second ``register_adv_est("gdpo")``, so the registry
-entry is replaced directly. verl logs a failing plugin at DEBUG and carries on with its built-in; to keep
-that from happening silently, a failure here is logged at ERROR and leaves a "gdpo" entry that raises the
-reason at the first GDPO step.
+entry is replaced directly. No version of verl is refused as such: what the plugin uses of verl is checked
+(``touch_points``), here the estimator registry, the rest where the trainer hooks wrap it. verl logs a failing
+plugin at DEBUG and carries on with its built-in; to keep that from happening silently, a failure here is logged
+at ERROR and leaves a "gdpo" entry that raises the reason at the first GDPO step.
 """
 
 from __future__ import annotations
@@ -12,12 +13,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from importlib.metadata import version
 from typing import Any
 
-from packaging.version import Version
-
-from gdpo_verl.verl_adapter import ESTIMATOR_NAME, SUPPORTED_VERL
+from gdpo_verl.verl_adapter import ESTIMATOR_NAME
+from gdpo_verl.verl_adapter.touch_points import require
 
 
 logger = logging.getLogger("gdpo_verl")
@@ -47,32 +46,25 @@ def show_warnings() -> None:
     logger.setLevel(level)
 
 
-def installed_verl_version() -> str:
-    return version("verl")
-
-
 def register() -> None:
     """Make ``core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"]`` this package's estimator. Idempotent."""
     from verl.trainer.ppo import core_algos
 
-    # Looked up through the module every time: verl's own tests rebind the dict.
-    registry = core_algos.ADV_ESTIMATOR_REGISTRY
     try:
         show_warnings()
-        installed = installed_verl_version()
-        if Version(installed) not in SUPPORTED_VERL:
-            raise RuntimeError(
-                f"verl {installed} is installed but gdpo-verl supports verl{SUPPORTED_VERL}; "
-                f"install a supported verl (pip install 'verl{SUPPORTED_VERL}') or a gdpo-verl release made for it"
-            )
+        require(core_algos)
         from gdpo_verl.verl_adapter.estimator import compute_gdpo_advantage
         from gdpo_verl.verl_adapter.trainer_hooks import install
 
         install()
     except Exception as exc:
-        registry[ESTIMATOR_NAME] = _refusing_estimator(exc)
+        registry = getattr(core_algos, "ADV_ESTIMATOR_REGISTRY", None)
+        if isinstance(registry, dict):  # else there is no "gdpo" entry to refuse with: the ERROR log says why
+            registry[ESTIMATOR_NAME] = _refusing_estimator(exc)
         raise
 
+    # Looked up through the module every time: verl's own tests rebind the dict.
+    registry = core_algos.ADV_ESTIMATOR_REGISTRY
     previous = registry.get(ESTIMATOR_NAME)
     if previous is compute_gdpo_advantage:
         return

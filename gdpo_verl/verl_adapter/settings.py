@@ -6,6 +6,7 @@ Every key is declared, with its default and meaning, in ``gdpo_verl/config/gdpo_
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import logging
 import os
 import sys
@@ -256,6 +257,7 @@ def check_config(config: Any) -> GdpoSettings | None:
         check_dump_dir(settings.dump_dir)
     if settings is not None or observed is not None:
         _check_coding_sandbox(config)
+        _check_transfer_queue(config)
 
     filter_groups = _get(algorithm, "filter_groups")
     if filter_groups is not None and _get(filter_groups, "enable", False):
@@ -277,6 +279,19 @@ def check_config(config: Any) -> GdpoSettings | None:
                 "is taken over those reward components."
             )
     return settings
+
+
+def _check_transfer_queue(config: Any) -> None:
+    """verl's V1 trainer keeps its samples in TransferQueue; without it, verl's TaskRunner would fail on its import
+    after Ray and the workers started. The legacy trainer needs none."""
+    trainer = _get(config, "trainer")
+    use_v1 = True if trainer is None else _get(trainer, "use_v1", True)
+    if use_v1 and importlib.util.find_spec("transfer_queue") is None:
+        raise ValueError(
+            "trainer.use_v1=true (verl's default) trains with verl's V1 trainer, which keeps its samples in "
+            "TransferQueue, and transfer_queue cannot be imported here. Install it on every node (pip install "
+            "'transferqueue>=0.1.11'), or train with verl's legacy trainer: trainer.use_v1=false."
+        )
 
 
 def _log_negative_weights(settings: GdpoSettings) -> None:

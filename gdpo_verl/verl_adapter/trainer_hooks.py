@@ -1,7 +1,8 @@
-"""Where gdpo-verl hooks into verl's trainers. Installed by the plugin, after its verl version check.
+"""Where gdpo-verl hooks into verl's trainers. Installed by the plugin.
 
 verl 0.9.1 has no extension point for these, so verl functions are wrapped (never replaced: each wrapper
-calls verl's own code) when their modules are first imported (``import_hooks``):
+calls verl's own code) when their modules are first imported (``import_hooks``), each after the check of its
+touch point (``touch_points.require``: a verl where it is missing or changed is refused with one line naming it):
 
 - ``verl.utils.config.validate_config`` (called by ``main_ppo`` before Ray starts): also runs
   ``check_config``, so GDPO configuration errors surface before any GPU is allocated.
@@ -39,6 +40,7 @@ from gdpo_verl.verl_adapter.estimator import Step, current_step, observe, runnin
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME
 from gdpo_verl.verl_adapter.settings import check_config, coding_reward_kwargs, observes, settings_from_config
+from gdpo_verl.verl_adapter.touch_points import LEGACY_TRAINER, REWARD_MANAGERS, V1_TRAINER, require
 from gdpo_verl.verl_adapter.transfer_queue import fetch_groups, fetch_step_inputs
 
 # The legacy trainer hands the step's gdpo/ metrics from compute_advantage to compute_data_metrics on the batch.
@@ -54,12 +56,14 @@ _LEGACY_TRAINER: ContextVar[Any] = ContextVar("gdpo_verl_legacy_trainer", defaul
 def install() -> None:
     """Wrap verl's functions now or when their modules are imported. Idempotent."""
     after_import("verl.utils.config", _wrap_validate_config)
-    after_import("verl.trainer.ppo.v1.trainer_base", _wrap_v1_trainer)
-    after_import("verl.trainer.ppo.ray_trainer", _wrap_legacy_trainer)
-    after_import("verl.experimental.reward_loop.reward_manager", _register_reward_manager)
+    after_import(V1_TRAINER, _wrap_v1_trainer)
+    after_import(LEGACY_TRAINER, _wrap_legacy_trainer)
+    after_import(REWARD_MANAGERS, _register_reward_manager)
 
 
 def _wrap_validate_config(module: ModuleType) -> None:
+    require(module)
+
     def wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def validate_config(config: Any, *args: Any, **kwargs: Any) -> Any:
@@ -76,7 +80,8 @@ def _wrap_run_ppo() -> None:
     """Wrap ``run_ppo`` of verl's ``main_ppo``, whether it runs as ``__main__`` or was imported."""
     for module in (sys.modules.get("__main__"), sys.modules.get("verl.trainer.main_ppo")):
         spec = getattr(module, "__spec__", None)
-        if spec is not None and spec.name == "verl.trainer.main_ppo" and hasattr(module, "run_ppo"):
+        if spec is not None and spec.name == "verl.trainer.main_ppo":
+            require(module, module_name=spec.name)
             wrap_attribute(module, "run_ppo", _run_ppo_wrapper)
 
 
@@ -119,6 +124,8 @@ def _check_nodes(coding_kwargs: dict | None) -> None:
 
 
 def _wrap_v1_trainer(module: ModuleType) -> None:
+    require(module)
+
     def wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def _compute_advantage(self: Any, batch: Any, metrics: dict) -> Any:
@@ -141,6 +148,8 @@ def _wrap_v1_trainer(module: ModuleType) -> None:
 
 
 def _wrap_legacy_trainer(module: ModuleType) -> None:
+    require(module)
+
     def fit_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -209,4 +218,7 @@ def legacy_trainer_running(trainer: Any) -> Iterator[None]:
 
 
 def _register_reward_manager(module: ModuleType) -> None:
+    require(module)
+    for base in (f"{REWARD_MANAGERS}.naive", "verl.trainer.ppo.reward"):  # what the reward manager builds on
+        require(importlib.import_module(base))
     importlib.import_module("gdpo_verl.verl_adapter.reward_manager")

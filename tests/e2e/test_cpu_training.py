@@ -1,7 +1,7 @@
 """Real GDPO training on the CPU, through verl's own main_ppo: the main job (two steps, beside a busy process per
 core); a run whose vLLM engine core is killed, which must stop by itself, with everything it started; and a run
 killed inside a step and resumed from its checkpoint, on verl's V1 and legacy trainers, with no step lost or
-doubled.
+doubled (the legacy trainer's runs without TransferQueue).
 
 Nothing of verl is mocked: its V1 trainer, Ray, TransferQueue, the FSDP2 actor, the vLLM rollout server (vLLM's
 CPU build), the bucketed weight sync and the checkpoint all run for real, with this plugin's estimator,
@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / os.environ.get("CPU_TRAINING_VENV", ".venv-cpu-training")  # as scripts/setup_cpu_training_env.sh
 PYTHON = Path(os.environ.get("CPU_TRAINING_PYTHON", VENV / "bin" / "python"))
 STEPS = 2
+OTHER_VERL = ROOT / "tests" / "fixtures" / "other_verl"
 
 pytestmark = pytest.mark.cpu_training
 
@@ -256,6 +257,9 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
     # verl's V1 trainer (its default) and the legacy one (RayPPOTrainer.fit): both number the records by their
     # own global step, so both must resume the same way
     every_step = ["trainer.save_freq=1", f"trainer.use_v1={trainer == 'v1'}"]
+    # the legacy trainer's runs see no TransferQueue, as on verl's neo branch or an install without it: the legacy
+    # trainer must stand on its own (tests/fixtures/other_verl/sitecustomize.py hides it from every process)
+    no_tq = {"PYTHONPATH": str(OTHER_VERL), "NO_TRANSFER_QUEUE": str(tmp_path / "no_transfer_queue.txt")}
     # the run to be killed updates the actor one sample at a time, twice over: the window between step 3's record
     # and its checkpoint grows from about 0.3 s to about 2 s (measured idle; longer on a busy machine), which the
     # test's 0.1 s polling hits on a busy machine too (it missed the 0.3 s window once in five full runs)
@@ -269,10 +273,10 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
         kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step, *slow_update, resume=True), tmp_path)
     else:
         # 1-2. on the legacy trainer, a fresh run of four steps, its driver killed in step 3
-        kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step, *slow_update), tmp_path)
+        kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step, *slow_update, env=no_tq), tmp_path)
 
     # 3. started again with the same settings: from the step-2 checkpoint, steps 3 and 4
-    stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True), "the run resumed after the kill")
+    stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True, env=no_tq), "the run resumed after the kill")
     assert "GDPO CPU training run: OK (4 steps" in stdout  # check_run: every step once, with its gdpo/ metrics
     assert latest_checkpoint(tmp_path) == 4
     # verl's file logger started its file afresh at each start: the earlier runs' lines were kept beside it
@@ -283,6 +287,8 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
     superseded = check_run.read_jsonl(tmp_path / "gdpo" / "gdpo_steps.superseded.jsonl")
     assert [line["step"] for line in superseded] == [3]
     assert "were moved to gdpo_steps.superseded.jsonl" in (tmp_path / "run.log").read_text()
+    if trainer == "legacy":  # verl's processes looked for TransferQueue and did not find it
+        assert "transfer_queue" in (tmp_path / "no_transfer_queue.txt").read_text().split()
 
 
 def test_the_run_finishes_beside_as_many_busy_processes_as_the_machine_has_cores(run):
