@@ -89,7 +89,7 @@ def problem(point: TouchPoint, module: ModuleType) -> str | None:
     if point.parameters is None:
         return None if isinstance(found, point.kind) else f"is a {type(found).__name__}, not a {point.kind.__name__}"
     if not callable(found):
-        return f"is a {type(found).__name__}, not a function"
+        return f"is not a function ({type(found).__name__})"
     try:
         signature = inspect.signature(found)  # through a gdpo-verl wrapper to verl's own (functools.wraps)
     except (TypeError, ValueError):
@@ -104,12 +104,12 @@ def problem(point: TouchPoint, module: ModuleType) -> str | None:
     return None
 
 
-def require(module: ModuleType, name: str | None = None, module_name: str | None = None) -> None:
-    """Raise VerlChanged, one line naming the first touch point of ``module`` (``name`` only, when given) that is
-    missing or changed. ``module_name``: the module's name in TOUCH_POINTS when it runs as ``__main__``."""
+def require(module: ModuleType, module_name: str | None = None) -> None:
+    """Raise VerlChanged, one line naming the first touch point of ``module`` that is missing or changed.
+    ``module_name``: the module's name in TOUCH_POINTS when it runs as ``__main__``."""
     module_name = module_name or module.__name__
     for point in TOUCH_POINTS:
-        if point.module != module_name or name not in (None, point.name):
+        if point.module != module_name:
             continue
         found = problem(point, module)
         if found is not None:

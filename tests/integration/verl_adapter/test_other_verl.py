@@ -110,7 +110,7 @@ def test_a_touch_points_shape_is_its_leading_parameters_and_the_names_it_is_call
     registry = TouchPoint("somewhere", "REGISTRY", "puts its estimator there", None, kind=dict)
     assert problem(registry, module_with(REGISTRY={})) is None
     assert problem(registry, module_with(REGISTRY=[])) == "is a list, not a dict"
-    assert problem(keyword, module_with(run=5)) == "is a int, not a function"
+    assert problem(keyword, module_with(run=5)) == "is not a function (int)"
 
 
 @pytest.fixture
