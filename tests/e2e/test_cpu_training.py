@@ -258,8 +258,10 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
     # own global step, so both must resume the same way
     every_step = ["trainer.save_freq=1", f"trainer.use_v1={trainer == 'v1'}"]
     # the legacy trainer's runs see no TransferQueue, as on verl's neo branch or an install without it: the legacy
-    # trainer must stand on its own (tests/fixtures/other_verl/sitecustomize.py hides it from every process)
-    no_tq = {"PYTHONPATH": str(OTHER_VERL), "NO_TRANSFER_QUEUE": str(tmp_path / "no_transfer_queue.txt")}
+    # trainer must stand on its own (tests/fixtures/other_verl/sitecustomize.py hides it from every process); the
+    # V1 trainer's runs have it
+    env = {} if trainer == "v1" else {"PYTHONPATH": str(OTHER_VERL),
+                                      "NO_TRANSFER_QUEUE": str(tmp_path / "no_transfer_queue.txt")}
     # the run to be killed updates the actor one sample at a time, twice over: the window between step 3's record
     # and its checkpoint grows from about 0.3 s to about 2 s (measured idle; longer on a busy machine), which the
     # test's 0.1 s polling hits on a busy machine too (it missed the 0.3 s window once in five full runs)
@@ -273,10 +275,10 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
         kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step, *slow_update, resume=True), tmp_path)
     else:
         # 1-2. on the legacy trainer, a fresh run of four steps, its driver killed in step 3
-        kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step, *slow_update, env=no_tq), tmp_path)
+        kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step, *slow_update, env=env), tmp_path)
 
     # 3. started again with the same settings: from the step-2 checkpoint, steps 3 and 4
-    stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True, env=no_tq), "the run resumed after the kill")
+    stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True, env=env), "the run resumed after the kill")
     assert "GDPO CPU training run: OK (4 steps" in stdout  # check_run: every step once, with its gdpo/ metrics
     assert latest_checkpoint(tmp_path) == 4
     # verl's file logger started its file afresh at each start: the earlier runs' lines were kept beside it
