@@ -29,6 +29,7 @@ import os
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 
 # Large frees must return to the OS for resident-memory peaks to mean anything: fix glibc's mmap threshold.
 if sys.platform == "linux" and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
@@ -46,10 +47,15 @@ from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
 from gdpo_verl.core.advantage import gdpo_parts  # noqa: E402
 from gdpo_verl.core.diagnostics import advantage_metrics  # noqa: E402
 from gdpo_verl.verl_adapter import compute_gdpo_advantage  # noqa: E402
+from gdpo_verl.verl_adapter.estimator import Step, running  # noqa: E402
+from gdpo_verl.verl_adapter.settings import settings_from_config  # noqa: E402
 
 GROUP_SIZE = 16
 PROMPT_LENGTH = 8
-METHODS = ("verl builtin gdpo", "gdpo-verl gdpo", "verl grpo_vectorized")
+METHODS = ("verl builtin gdpo", "gdpo-verl gdpo", "verl grpo_vectorized", "gdpo-verl every option")
+# "every option": GD2PO's snr masking, SAW's weights, the leave-one-out baseline, a weight schedule read at step 10,
+# and the first component left out (None) for every fourth response, as a mixed-task batch has it.
+EVERY_OPTION = {"conflict": "snr", "adaptive_weights": "saw", "baseline": "leave_one_out"}
 
 
 def make_batch(
@@ -110,6 +116,14 @@ def run_method(method: str, data: DataProto, names: list[str], device: str, repe
         {"adv_estimator": estimator, "norm_adv_by_std_in_grpo": True, "use_kl_in_reward": False,
          "gdpo_reward_keys": names}
     )
+    step, first = None, data.non_tensor_batch[names[0]]
+    if method == "gdpo-verl every option":
+        config.gdpo = EVERY_OPTION
+        config.gdpo_reward_weights = {name: [[0, 0.5], [20, 1.0]] if k == 0 else 1.0 for k, name in enumerate(names)}
+        step = Step(settings_from_config(config), global_step=10)
+        mixed = first.astype(object)
+        mixed[::4] = None
+        data.non_tensor_batch[names[0]] = mixed
     output_bytes = data.batch["response_mask"].numel() * 4
     seconds, extra = [], []
     try:
@@ -118,13 +132,15 @@ def run_method(method: str, data: DataProto, names: list[str], device: str, repe
             data.batch.pop("returns", None)
             before = reset_peak(device)
             start = time.perf_counter()
-            compute_advantage(data, adv_estimator=estimator, config=config)
+            with running(step) if step is not None else nullcontext():
+                compute_advantage(data, adv_estimator=estimator, config=config)
             if device == "cuda":
                 torch.cuda.synchronize()
             seconds.append(time.perf_counter() - start)
             extra.append((peak(device) - before) / output_bytes)
     finally:
         registry["gdpo"] = compute_gdpo_advantage
+        data.non_tensor_batch[names[0]] = first
     data.batch.pop("advantages", None)
     data.batch.pop("returns", None)
     return statistics.median(seconds), max(extra)
@@ -269,9 +285,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"device {args.device}, torch {torch.__version__}, verl {verl.__version__}, "
           f"{torch.get_num_threads()} threads, T={args.length}, groups of {GROUP_SIZE}, median of {args.repeats}")
-    header = (f"{'B':>6} {'K':>2} | " + " | ".join(f"{m + ' ms':>22}" for m in METHODS)
+    header = (f"{'B':>6} {'K':>2} | " + " | ".join(f"{m + ' ms':>22}" for m in METHODS[:3])
               + f" | {'builtin/ours':>12} | {'ours/grpo_vec':>13} | {'extra mem (B,T) builtin/ours/grpo':>34}"
-              + f" | {'metrics ms':>10} | {'metrics/ours':>12}")
+              + f" | {'metrics ms':>10} | {'metrics/ours':>12} | {'every option ms':>15} | {'every option/grpo_vec':>21}")
     print(header)
     print("-" * len(header))
     for batch_size in args.batch_sizes:
@@ -279,11 +295,12 @@ def main(argv: list[str] | None = None) -> int:
             data, names = make_batch(batch_size, args.length, num_rewards, args.device)
             results = {method: run_method(method, data, names, args.device, args.repeats) for method in METHODS}
             times = [results[m][0] * 1e3 for m in METHODS]
-            memory = "/".join(f"{results[m][1]:.2f}" for m in METHODS)
+            memory = "/".join(f"{results[m][1]:.2f}" for m in METHODS[:3])
             metrics_ms = time_metrics(data, names, args.device, args.repeats) * 1e3
-            print(f"{batch_size:>6} {num_rewards:>2} | " + " | ".join(f"{t:>22.1f}" for t in times)
+            print(f"{batch_size:>6} {num_rewards:>2} | " + " | ".join(f"{t:>22.1f}" for t in times[:3])
                   + f" | {times[0] / times[1]:>11.1f}x | {times[1] / times[2]:>12.2f}x | {memory:>34}"
-                  + f" | {metrics_ms:>10.2f} | {metrics_ms / times[1]:>11.1%}", flush=True)
+                  + f" | {metrics_ms:>10.2f} | {metrics_ms / times[1]:>11.1%} | {times[3]:>15.1f}"
+                  + f" | {times[3] / times[2]:>20.2f}x", flush=True)
             del data
     return 0
 

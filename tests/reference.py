@@ -56,3 +56,73 @@ def reference_gdpo(rewards, mask, index, weights=None, *, norm_by_std=True, batc
     else:
         final = summed
     return [[final[b] * m for m in mask[b]] for b in range(batch_size)]
+
+
+def reference_variants(scores, valid, index, weights=None, *, applies=None, baseline="mean", conflict="none",
+                       threshold=0.8, adaptive="none", norm_by_std=True, batch_norm="token", eps=1e-6):
+    """GDPO with the options beyond the paper, one response at a time, from the formulas in docs/estimator.md.
+
+    scores: name -> list of floats (B,); valid: valid tokens per response; applies: name -> list of bools (None:
+    everywhere). Returns the final advantage of each response (a list of floats).
+    """
+    names = list(scores)
+    size = len(valid)
+    applies = {name: (applies or {}).get(name) or [True] * size for name in names}
+    weights = dict(weights or {name: 1.0 for name in names})
+    members = defaultdict(list)
+    for b in range(size):
+        members[index[b]].append(b)
+
+    if adaptive == "saw":  # w_k = K * CV_k / (sum_j CV_j + 1e-8), CV = std / (|mean| + 1e-8) over the batch
+        cvs = {}
+        for name in names:
+            values = [scores[name][b] for b in range(size) if applies[name][b] and valid[b] > 0]
+            cvs[name] = (statistics.stdev(values) / (abs(statistics.fmean(values)) + 1e-8)
+                         if len(values) >= 2 else 0.0)
+        total = sum(cvs.values()) + 1e-8
+        weights = {name: weights[name] * len(names) * cvs[name] / total for name in names}
+
+    contributions = [[0.0] * len(names) for _ in range(size)]
+    for k, name in enumerate(names):
+        for b in range(size):
+            if not applies[name][b]:
+                continue
+            group = [scores[name][m] for m in members[index[b]] if applies[name][m]]
+            if len(set(group)) == 1:
+                continue
+            x = scores[name][b]
+            if baseline == "mean":
+                centered = x - statistics.fmean(group)
+                z = centered / (statistics.stdev(group) + eps) if norm_by_std else centered
+            else:
+                others = list(group)
+                others.remove(x)
+                centered = x - statistics.fmean(others)
+                spread = statistics.stdev(others) if len(others) >= 2 else 0.0
+                z = centered / (spread + eps) if norm_by_std and spread > 0 else centered
+            contributions[b][k] = weights[name] * z
+
+    keep = [True] * size
+    if conflict != "none":
+        for b in range(size):
+            row = contributions[b]
+            mixed = any(c > 1e-8 for c in row) and any(c < -1e-8 for c in row)
+            if conflict == "snr":
+                mixed = mixed and abs(sum(row) / (sum(abs(c) for c in row) + 1e-8)) < threshold
+            keep[b] = not mixed
+    summed = [sum(row) for row in contributions]
+    if conflict != "none":
+        for b in range(size):
+            group = members[index[b]]
+            summed[b] *= (sum(keep[m] for m in group) / len(group)) * keep[b]
+
+    if batch_norm == "none":
+        return summed
+    counts = [(n if batch_norm == "token" else float(n > 0)) * keep[b] for b, n in enumerate(valid)]
+    total = sum(counts)
+    if total < 2:
+        return [0.0] * size
+    mean = sum(n * a for n, a in zip(counts, summed)) / total
+    var = sum(n * (a - mean) ** 2 for n, a in zip(counts, summed)) / (total - 1)
+    scale = math.sqrt(var + 1e-8) if batch_norm == "token" else math.sqrt(var) + eps
+    return [(a - mean) / scale if keep[b] else 0.0 for b, a in enumerate(summed)]

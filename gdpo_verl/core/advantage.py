@@ -6,6 +6,11 @@ For prompt i, rollout j and reward k:
     step 2  A_sum(i,j) = sum_k w_k * A_k(i,j)                                    weights act on normalized values
     step 3  A(i,j)     = batch normalization of A_sum over the whole batch       (Eq. 6 of the paper)
 
+Options beyond the paper (``GdpoOptions``; formulas and sources in docs/estimator.md): a reward that does not
+apply to a response (``applies``) is left out of its group's statistics and adds 0; a leave-one-out baseline in
+step 1; SAW's per-batch weights multiplying the configured ones in step 2; GD2PO's masking of rollouts whose
+rewards disagree, with each group scaled by its kept fraction, before step 3 over the kept responses only.
+
 ``gdpo_outcome_parts`` is the formula, top to bottom; ``gdpo_parts`` (the one call a trainer's step makes, agent
 sessions included) and ``gdpo_advantage`` take verl's ``(B,)`` or ``(B, T)`` rewards and a response mask around
 it. This module imports torch and numpy only.
@@ -24,6 +29,9 @@ import torch
 
 from gdpo_verl.core.checks import finite_number
 from gdpo_verl.core.conditions import Condition, apply_conditions, check_conditions
+from gdpo_verl.core.variants import (
+    ADAPTIVE_WEIGHTS, BASELINES, CONFLICTS, DEFAULT_CONFLICT_THRESHOLD, conflict_keep, group_kept_fraction, saw_weights,
+)
 
 BATCH_NORMS = ("token", "sequence", "none")
 # The defaults of algorithm.gdpo.batch_norm and algorithm.gdpo.eps (gdpo_verl/config/gdpo_trainer.yaml).
@@ -43,12 +51,21 @@ class GdpoOptions:
         norm_by_std: divide by the group std (step 1); False only centres (verl's ``norm_adv_by_std_in_grpo``).
         batch_norm: ``"token"`` (verl's masked whitening), ``"sequence"`` (the paper's Eq. 6) or ``"none"``.
         eps: added to every std.
+        baseline: ``"mean"`` (the paper: the group mean) or ``"leave_one_out"`` (the mean of the group's other
+            responses, and their std; NeMo-RL's ``use_leave_one_out_baseline``).
+        conflict: ``"none"``, ``"hard"`` or ``"snr"``: GD2PO's masking of responses whose rewards pull apart.
+        conflict_threshold: ``"snr"`` masks a response whose agreement |s| is below it (in [0, 1]).
+        adaptive_weights: ``"none"`` or ``"saw"``: SAW's per-batch weights, multiplying ``weights``.
     """
 
     conditions: tuple[Condition, ...] = ()
     norm_by_std: bool = True
     batch_norm: str = DEFAULT_BATCH_NORM
     eps: float = DEFAULT_EPS
+    baseline: str = "mean"
+    conflict: str = "none"
+    conflict_threshold: float = DEFAULT_CONFLICT_THRESHOLD
+    adaptive_weights: str = "none"
 
     def __post_init__(self) -> None:
         flag = self.norm_by_std
@@ -57,6 +74,14 @@ class GdpoOptions:
         if not (isinstance(flag, (bool, np.bool_)) or isinstance(flag, numbers.Integral) and flag in (0, 1)):
             raise ValueError(f"norm_by_std must be True or False (or 1 or 0); got {self.norm_by_std!r}.")
         check_options(self.batch_norm, self.eps)
+        for name, value, allowed in (("baseline", self.baseline, BASELINES), ("conflict", self.conflict, CONFLICTS),
+                                     ("adaptive_weights", self.adaptive_weights, ADAPTIVE_WEIGHTS)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
+        threshold = finite_number(self.conflict_threshold, "conflict_threshold", minimum=0)
+        if threshold > 1:
+            raise ValueError(f"conflict_threshold must be at most 1 (|s| never exceeds 1); got {threshold!r}.")
+        object.__setattr__(self, "conflict_threshold", threshold)
         object.__setattr__(self, "conditions", tuple(self.conditions))
         object.__setattr__(self, "norm_by_std", bool(flag))
         object.__setattr__(self, "eps", float(self.eps))
@@ -84,16 +109,20 @@ class GdpoParts:
         advantages: ``(B, T)`` float32, the result, zero outside the response mask (None when computed
             from outcome scores alone).
         names: the reward names, in column order.
-        raw_scores: ``(B, K)`` float64 outcome score of each response and reward, before any condition.
+        raw_scores: ``(B, K)`` float64 outcome score of each response and reward, before any condition (0 where
+            the reward does not apply).
         scores: ``(B, K)`` float64 the scores normalized in step 1 (``raw_scores`` with the conditions applied).
-        normalized: ``(B, K)`` float64 step-1 values (per reward, per group).
-        weights: ``(K,)`` float64.
-        summed: ``(B,)`` float64 step-2 values.
+        normalized: ``(B, K)`` float64 step-1 values (per reward, per group; 0 where the reward does not apply).
+        weights: ``(K,)`` float64 the weights in force: the configured ones times SAW's (``adaptive_weights``).
+        summed: ``(B,)`` float64 step-2 values (with ``conflict``: masked, and scaled by the group's kept fraction).
         final: ``(B,)`` float64 step-3 values, one per response: ``(summed - batch_mean) / batch_scale``.
         batch_mean, batch_scale: step 3's statistics (0 and 1 with ``batch_norm="none"``).
         group: ``(B,)`` long group ids; ``num_groups`` of them.
         valid_tokens: ``(B,)`` float64 valid response tokens per response.
-        options: how it was computed (the conditions applied, norm_by_std, batch_norm, eps).
+        options: how it was computed (the conditions applied, norm_by_std, batch_norm, eps, ...).
+        applies: ``(B, K)`` bool, where each reward applies (a reward that does not is left out of its group).
+        keep: ``(B,)`` bool, the responses ``conflict`` kept (all True without it); a masked one's ``final`` is 0.
+        base_weights: ``(K,)`` float64 the configured weights (``weights`` divided by SAW's).
 
     With ``Sessions``, B counts sessions (their last outputs) everywhere but in ``advantages``, which has a row
     for every output.
@@ -113,6 +142,9 @@ class GdpoParts:
     num_groups: int
     valid_tokens: torch.Tensor
     options: GdpoOptions
+    applies: torch.Tensor | None = None
+    keep: torch.Tensor | None = None
+    base_weights: torch.Tensor | None = None
 
     @property
     def conditions(self) -> tuple[Condition, ...]:
@@ -129,53 +161,79 @@ def gdpo_outcome_parts(
     norm_by_std: bool = True,
     batch_norm: str = DEFAULT_BATCH_NORM,
     eps: float = DEFAULT_EPS,
+    baseline: str = "mean",
+    conflict: str = "none",
+    conflict_threshold: float = DEFAULT_CONFLICT_THRESHOLD,
+    adaptive_weights: str = "none",
+    applies: Mapping[str, Any] | None = None,
 ) -> GdpoParts:
     """GDPO on one outcome score per response and reward (``advantages`` is None).
 
     Args:
-        scores: reward name -> ``(B,)`` outcome scores.
+        scores: reward name -> ``(B,)`` outcome scores; a None entry (in a list or an object array) is a reward
+            that does not apply to that response.
         valid_tokens: ``(B,)`` valid response tokens of each response (the weights of ``batch_norm="token"``).
         index: ``(B,)`` group ids: verl's ``uid`` numpy object array, a list, or an integer tensor.
         weights: reward name -> weight on that reward's normalized advantage; ``None`` weighs all 1.0.
-        conditions: keep a reward only where another reaches a threshold (``Condition``), before step 1.
+        conditions: keep a reward only where another reaches a threshold (``Condition``), before step 1. Where
+            the ``given`` reward does not apply, the condition is not met.
         norm_by_std: divide by the group std (step 1); False only centres (verl's ``norm_adv_by_std_in_grpo``).
         batch_norm: ``"token"`` (verl's masked whitening), ``"sequence"`` (the paper's Eq. 6) or ``"none"``.
         eps: added to every std.
+        baseline, conflict, conflict_threshold, adaptive_weights: see ``GdpoOptions``.
+        applies: reward name -> ``(B,)`` bool, False where the reward does not apply (and its score is ignored);
+            a reward not named applies wherever its score is not None.
     """
-    names, raw_scores, valid_tokens = _outcome_inputs(scores, valid_tokens)
-    weight = weight_vector_for(names, weights)
-    options = GdpoOptions(check_conditions(names, conditions), norm_by_std, batch_norm, eps)
+    names, raw_scores, valid_tokens, applied = _outcome_inputs(scores, valid_tokens, applies)
+    base_weight = weight_vector_for(names, weights)
+    options = GdpoOptions(check_conditions(names, conditions), norm_by_std, batch_norm, eps, baseline, conflict,
+                          conflict_threshold, adaptive_weights)
     group, num_groups = group_ids(index, raw_scores.shape[0], raw_scores.device)
 
-    rewards = apply_conditions(raw_scores, names, options.conditions)
-    normalized = group_normalize(rewards, group, num_groups, norm_by_std=options.norm_by_std, eps=options.eps)  # 1
-    summed = normalized @ weight.to(normalized.device)  # step 2
-    final, batch_mean, batch_scale = batch_normalize(summed, valid_tokens, options.batch_norm, options.eps)  # step 3
+    rewards = apply_conditions(raw_scores, names, options.conditions, applied)
+    normalized = group_normalize(rewards, group, num_groups, norm_by_std=options.norm_by_std, eps=options.eps,
+                                 applies=applied, baseline=options.baseline)  # step 1
+    weight = base_weight.to(normalized.device)
+    if options.adaptive_weights == "saw":
+        weight = weight * saw_weights(rewards, applied, valid_tokens > 0)
+    contributions = normalized * weight
+    summed = contributions.sum(dim=1)  # step 2
+    keep = None
+    if options.conflict != "none":
+        keep = conflict_keep(contributions, options.conflict, options.conflict_threshold)
+        summed = summed * group_kept_fraction(keep, group, num_groups) * keep
+    final, batch_mean, batch_scale = batch_normalize(summed, valid_tokens, options.batch_norm, options.eps, keep)  # 3
     _check_finite(final)
 
     return GdpoParts(
         advantages=None, names=names, raw_scores=raw_scores, scores=rewards, normalized=normalized, weights=weight,
         summed=summed, final=final, batch_mean=batch_mean, batch_scale=batch_scale, group=group,
-        num_groups=num_groups, valid_tokens=valid_tokens, options=options,
+        num_groups=num_groups, valid_tokens=valid_tokens, options=options, applies=applied,
+        keep=torch.ones_like(group, dtype=torch.bool) if keep is None else keep, base_weights=base_weight,
     )
 
 
 def gdpo_parts(
     rewards: Mapping[str, torch.Tensor], response_mask: torch.Tensor, index: Any,
-    weights: Mapping[str, float] | None = None, *, sessions: Sessions | None = None, **options: Any,
+    weights: Mapping[str, float] | None = None, *, sessions: Sessions | None = None,
+    applies: Mapping[str, torch.Tensor] | None = None, **options: Any,
 ) -> GdpoParts:
     """``gdpo_advantage`` with its intermediate values; same arguments, and ``sessions`` for multi-output agent
     sessions (``Sessions``; None: every row is a response of its own). The whole step: the mask checked, outcome
-    scores, the three steps, the ``(B, T)`` advantages."""
+    scores, the three steps, the ``(B, T)`` advantages. ``applies``: reward name -> ``(B,)`` bool, False where
+    that reward does not apply to the response (its score there is ignored)."""
     names = _check_rewards(rewards, response_mask)
     output = output_buffer(response_mask)  # becomes the advantages (expand_advantages)
     scores = outcome_scores(rewards, names, output)
     valid_tokens = output.sum(dim=-1)
+    applies = dict(applies or {})
     if sessions is not None:
         rows = torch.as_tensor(sessions.final_rows, dtype=torch.long, device=scores.device)
         scores, valid_tokens = scores[rows], valid_tokens[rows]
         index = index[rows.to(index.device)] if isinstance(index, torch.Tensor) else np.asarray(index)[rows.tolist()]
-    parts = gdpo_outcome_parts(dict(zip(names, scores.T, strict=True)), valid_tokens, index, weights, **options)
+        applies = {name: torch.as_tensor(mask)[rows.to(torch.as_tensor(mask).device)] for name, mask in applies.items()}
+    parts = gdpo_outcome_parts(dict(zip(names, scores.T, strict=True)), valid_tokens, index, weights,
+                               applies=applies or None, **options)
     row_session = None if sessions is None else sessions.row_session
     return replace(parts, advantages=expand_advantages(parts.final, output, row_session))
 
@@ -301,6 +359,8 @@ def group_normalize(
     norm_by_std: bool = True,
     eps: float = DEFAULT_EPS,
     ddof: int = 1,
+    applies: torch.Tensor | None = None,
+    baseline: str = "mean",
 ) -> torch.Tensor:
     """Step 1: normalize each column of ``values`` within its group, in float64.
 
@@ -308,46 +368,97 @@ def group_normalize(
         values: ``(B, K)`` one outcome score per response and reward.
         group: ``(B,)`` long group ids in ``0 .. num_groups - 1``.
         num_groups: G.
-        norm_by_std: divide by ``std + eps``; if False only subtract the group mean (GRPO w/o std).
+        norm_by_std: divide by ``std + eps``; if False only subtract the baseline (GRPO w/o std).
         eps: added to the std.
-        ddof: 1 for the unbiased std (verl, the estimator), 0 for the population std.
+        ddof: 1 for the unbiased std (verl, the estimator), 0 for the population std (``baseline="mean"``).
+        applies: ``(B, K)`` bool, False where a reward does not apply: such a value is left out of its group's
+            statistics and normalizes to 0. None: every value applies.
+        baseline: ``"mean"``: ``(x - mean) / (std + eps)`` over the group. ``"leave_one_out"`` (NeMo-RL's
+            ``use_leave_one_out_baseline``): ``(x_i - mean_{-i}) / (std_{-i} + eps)``, the mean and the unbiased
+            std of the group's other values; where that std is 0 (the others are all equal, or there is one other)
+            the value is only centred, as NeMo-RL divides by the std only where it is positive.
 
     Returns:
-        ``(B, K)`` float64. A group whose values are all equal, including a group of one, gives exactly 0.
+        ``(B, K)`` float64. A group whose values are all equal, including a group of one, gives exactly 0 (values
+        that do not apply are not counted).
     """
     x = values.to(torch.float64)
     num_rewards = x.shape[1]
-    counts = torch.bincount(group, minlength=num_groups).to(torch.float64).unsqueeze(1)
-    mean = torch.zeros(num_groups, num_rewards, dtype=torch.float64, device=x.device).index_add_(0, group, x) / counts
-    deviation = x - mean[group]
-    if norm_by_std:
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    present = None if applies is None or bool(applies.all()) else applies.to(x.device)
+    if present is not None:
+        x = torch.where(present, x, zero)
+        weight = present.to(torch.float64)
+    else:
+        weight = torch.ones_like(x)
+    counts = torch.zeros(num_groups, num_rewards, dtype=torch.float64, device=x.device).index_add_(0, group, weight)
+    mean = torch.zeros_like(counts).index_add_(0, group, x) / counts.clamp(min=1)
+    deviation = (x - mean[group]) * weight
+    if baseline == "leave_one_out" or norm_by_std:
         # The squares are taken of deviations divided by the group's largest one, then scaled back: rewards
         # near 1e300 would overflow float64 when squared, and give a std of inf (an advantage of 0).
         largest = torch.zeros_like(mean).scatter_reduce_(0, group.unsqueeze(1).expand_as(x), deviation.abs(), "amax")
         largest = torch.where(largest > 0, largest, torch.ones((), dtype=x.dtype, device=x.device))
         scaled = deviation / largest[group]
         squares = torch.zeros_like(mean).index_add_(0, group, scaled * scaled)
+    if baseline == "leave_one_out":
+        n = counts[group]
+        others = (n - 1).clamp(min=1)
+        # mean_{-i} = mean - d_i / (n - 1); the others' squared deviations about their own mean:
+        # sum_j d_j^2 - d_i^2 - (n - 1) * (d_i / (n - 1))^2 = sum_j d_j^2 - d_i^2 * n / (n - 1)   (d = x - mean)
+        z = deviation * n / others
+        if norm_by_std:  # the unbiased std of the n - 1 others, where they are not all equal
+            spread = (squares[group] - scaled * scaled * n / others).clamp(min=0)
+            std = largest[group] * (spread / (n - 2).clamp(min=1)).sqrt()
+            # decided exactly, not from the std (round-off leaves ~1e-17 where it is 0, and 1 / (1e-17 + eps) ~ 1e6)
+            z = torch.where(_others_equal(x, group, num_groups, weight, n), z, z / (std + eps))
+    elif norm_by_std:
         std = largest * (squares / (counts - ddof).clamp(min=1)).sqrt()
         z = deviation / (std[group] + eps)
     else:
         z = deviation
     # Deciding "constant group" from max == min, not from the std, keeps round-off in the mean
     # (0.1 + 0.1 + 0.1 != 0.3) from turning into a small non-zero advantage.
-    varies = group_varies(x, group, num_groups)[group]
-    return torch.where(varies, z, torch.zeros((), dtype=z.dtype, device=z.device))
+    varies = group_varies(values.to(torch.float64), group, num_groups, present)[group]
+    if present is not None:
+        varies = varies & present
+    return torch.where(varies, z, zero)
 
 
-def group_varies(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
-    """``(G, K)`` bool: True where column k of ``values`` ``(B, K)`` takes more than one value in group g."""
+def _others_equal(x: torch.Tensor, group: torch.Tensor, num_groups: int, weight: torch.Tensor,
+                  n: torch.Tensor) -> torch.Tensor:
+    """``(B, K)`` bool: True where the other values of the group (``weight`` 1 where a value counts) are all equal
+    (or fewer than 2): the group is constant, or value i alone stands apart from the n - 1 others."""
+    rows = group.unsqueeze(1).expand_as(x)
+    shape = (num_groups, x.shape[1])
+    high = x.new_full(shape, -math.inf).scatter_reduce_(0, rows, torch.where(weight > 0, x, -math.inf), "amax")[group]
+    low = x.new_full(shape, math.inf).scatter_reduce_(0, rows, torch.where(weight > 0, x, math.inf), "amin")[group]
+    at_high = x.new_zeros(shape).index_add_(0, group, weight * (x == high))[group]
+    at_low = x.new_zeros(shape).index_add_(0, group, weight * (x == low))[group]
+    alone_high = (x == high) & (at_high == 1) & (at_low == n - 1)
+    alone_low = (x == low) & (at_low == 1) & (at_high == n - 1)
+    return (n <= 2) | (high == low) | alone_high | alone_low
+
+
+def group_varies(
+    values: torch.Tensor, group: torch.Tensor, num_groups: int, applies: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``(G, K)`` bool: True where column k of ``values`` ``(B, K)`` takes more than one value in group g (among
+    the values that apply, with ``applies`` ``(B, K)`` bool)."""
     rows = group.unsqueeze(1).expand_as(values)
     shape = (num_groups, values.shape[1])
-    group_max = values.new_full(shape, -math.inf).scatter_reduce_(0, rows, values, "amax")
-    group_min = values.new_full(shape, math.inf).scatter_reduce_(0, rows, values, "amin")
+    high, low = values, values
+    if applies is not None:
+        high = torch.where(applies, values, -math.inf)
+        low = torch.where(applies, values, math.inf)
+    group_max = values.new_full(shape, -math.inf).scatter_reduce_(0, rows, high, "amax")
+    group_min = values.new_full(shape, math.inf).scatter_reduce_(0, rows, low, "amin")
     return group_max > group_min
 
 
 def batch_normalize(
-    advantages: torch.Tensor, valid_tokens: torch.Tensor, mode: str = DEFAULT_BATCH_NORM, eps: float = DEFAULT_EPS
+    advantages: torch.Tensor, valid_tokens: torch.Tensor, mode: str = DEFAULT_BATCH_NORM, eps: float = DEFAULT_EPS,
+    keep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, float, float]:
     """Step 3: normalize the summed advantage over the whole batch.
 
@@ -358,18 +469,27 @@ def batch_normalize(
             ``(A - mean) * rsqrt(var + 1e-8)``. ``"sequence"`` — the paper's Eq. 6: every response with a
             valid token counts once, ``(A - mean) / (std + eps)`` with the unbiased std. ``"none"`` — unchanged.
         eps: added to the std in ``"sequence"`` mode.
+        keep: ``(B,)`` bool, the responses the statistics are taken over (GD2PO's kept responses; the others get
+            0). With fewer than 2 kept units there is nothing to normalize: every value is 0.
 
     Returns:
-        ``(normalized (B,) float64, mean, scale)`` with ``normalized = (advantages - mean) / scale``.
+        ``(normalized (B,) float64, mean, scale)`` with ``normalized = (advantages - mean) / scale`` (0 outside
+        ``keep``).
     """
     if mode == "none":
-        return advantages, 0.0, 1.0
+        return advantages if keep is None else advantages * keep, 0.0, 1.0
     if mode == "token":
         weight, unit = valid_tokens, "valid response tokens"
     elif mode == "sequence":
         weight, unit = (valid_tokens > 0).to(torch.float64), "responses with a valid token"
     else:
         raise ValueError(f"batch_norm must be one of {BATCH_NORMS}; got {mode!r}.")
+    if keep is not None:
+        weight = weight * keep
+        if weight.sum().item() < 2:
+            return torch.zeros_like(advantages), 0.0, 1.0
+        normalized, mean, scale = batch_normalize(advantages, valid_tokens * keep, mode, eps)
+        return normalized * keep, mean, scale
     total = weight.sum()
     count = total.item()
     if count < 2:
@@ -409,27 +529,65 @@ def outcome_scores(
     return torch.stack(columns, dim=1)
 
 
-def _outcome_inputs(scores: Mapping[str, Any], valid_tokens: Any) -> tuple[tuple[str, ...], torch.Tensor, torch.Tensor]:
-    """(names, ``(B, K)`` float64 scores, ``(B,)`` float64 valid tokens); raises on bad shapes or non-finite scores."""
+def _outcome_inputs(
+    scores: Mapping[str, Any], valid_tokens: Any, applies: Mapping[str, Any] | None = None
+) -> tuple[tuple[str, ...], torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(names, ``(B, K)`` float64 scores (0 where a reward does not apply), ``(B,)`` float64 valid tokens,
+    ``(B, K)`` bool where each reward applies or None when every one applies everywhere); raises on bad shapes,
+    unknown names in ``applies`` or non-finite scores where a reward applies."""
     names = tuple(scores)
     if not names:
         raise ValueError("scores must name at least one reward.")
     valid_tokens = torch.as_tensor(valid_tokens, dtype=torch.float64)
-    columns = [torch.as_tensor(scores[name], dtype=torch.float64).reshape(-1) for name in names]
+    unknown = sorted(set(applies or {}) - set(names))
+    if unknown:
+        raise ValueError(f"applies names {unknown}, which are not among the rewards {list(names)}.")
+    columns, masks = [], []
+    for name in names:
+        column, present = _score_column(name, scores[name])
+        if applies is not None and name in applies:
+            given = torch.as_tensor(applies[name]).reshape(-1)
+            if given.dtype != torch.bool or given.shape != column.shape:
+                raise ValueError(f"applies[{name!r}] must be a bool array of shape {tuple(column.shape)}; got "
+                                 f"{given.dtype} {tuple(given.shape)}.")
+            present = given.to(column.device) if present is None else present & given.to(column.device)
+        columns.append(column)
+        masks.append(present)
     if valid_tokens.dim() != 1 or any(column.shape != valid_tokens.shape for column in columns):
         raise ValueError(
             f"scores and valid_tokens must all have shape ({valid_tokens.shape[0]},); got "
             f"{[tuple(column.shape) for column in columns]} and {tuple(valid_tokens.shape)}."
         )
     stacked = torch.stack(columns, dim=1).to(valid_tokens.device)
+    applied = None
+    if any(mask is not None for mask in masks):
+        applied = torch.stack([torch.ones_like(column, dtype=torch.bool) if mask is None else mask
+                               for column, mask in zip(columns, masks, strict=True)], dim=1).to(stacked.device)
+        stacked = torch.where(applied, stacked, torch.zeros((), dtype=stacked.dtype, device=stacked.device))
     bad = (~torch.isfinite(stacked)).sum(dim=0).tolist()
     if any(bad):
         listed = ", ".join(f"{name!r}: {count}" for name, count in zip(names, bad, strict=True) if count)
         raise ValueError(
             f"non-finite reward values (NaN or Inf) in {listed} of {stacked.shape[0]} responses. "
-            "Fix the reward function so that it returns a finite number for every response."
+            "Fix the reward function so that it returns a finite number for every response (None for a reward "
+            "that does not apply to it)."
         )
-    return names, stacked, valid_tokens
+    return names, stacked, valid_tokens, applied
+
+
+def _score_column(name: str, values: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(B,)`` float64 scores and, when some entry is None (the reward does not apply there), where they apply."""
+    if isinstance(values, torch.Tensor):
+        return values.to(torch.float64).reshape(-1), None
+    array = np.asarray(values)
+    if array.dtype != object:
+        return torch.as_tensor(array, dtype=torch.float64).reshape(-1), None
+    array = array.reshape(-1)
+    missing = np.fromiter((value is None for value in array), dtype=bool, count=array.shape[0])
+    if not missing.any():
+        return torch.as_tensor(array.astype(np.float64)), None
+    filled = np.where(missing, 0.0, array).astype(np.float64)
+    return torch.as_tensor(filled), torch.as_tensor(~missing)
 
 
 def _check_rewards(rewards: Mapping[str, torch.Tensor], response_mask: torch.Tensor) -> list[str]:

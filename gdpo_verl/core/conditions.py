@@ -37,14 +37,20 @@ def check_conditions(names: Sequence[str], conditions: Sequence[Condition]) -> t
     return tuple(checked)
 
 
-def apply_conditions(scores: torch.Tensor, names: Sequence[str], conditions: Sequence[Condition]) -> torch.Tensor:
+def apply_conditions(
+    scores: torch.Tensor, names: Sequence[str], conditions: Sequence[Condition], applies: torch.Tensor | None = None
+) -> torch.Tensor:
     """``(B, K)`` outcome scores with each conditioned reward zeroed where its ``given`` reward (the raw value,
-    before any condition) is below ``at_least``; ``scores`` itself when there are no conditions."""
+    before any condition) is below ``at_least``, or does not apply (``applies`` ``(B, K)`` bool: a condition on a
+    reward a response does not have is not met); ``scores`` itself when there are no conditions."""
     if not conditions:
         return scores
     column = {name: k for k, name in enumerate(names)}
     gated = scores.clone()
     for condition in conditions:
-        keep = scores[:, column[condition.given]] >= condition.at_least
+        given = column[condition.given]
+        keep = scores[:, given] >= condition.at_least
+        if applies is not None:
+            keep &= applies[:, given]
         gated[:, column[condition.reward]] *= keep.to(scores.dtype)
     return gated

@@ -17,6 +17,8 @@ from gdpo_verl.core.collapse import COLLAPSE_DECIMALS
 # Every metric's name, here only. Per reward: gdpo/<reward>/<field>.
 PREFIX = "gdpo/"
 MEAN, RAW_MEAN, ZERO_VAR, CONTRIBUTION = "mean", "raw_mean", "zero_var_group_frac", "adv_contribution_std"
+APPLIES, WEIGHT = "applies_frac", "weight"
+CONFLICT_MASKED = PREFIX + "conflict_masked_frac"
 CANCELLED = PREFIX + "cancelled_group_frac"
 SIGN_CONFLICT = PREFIX + "sign_conflict_frac"
 DISTINCT = PREFIX + "distinct_adv_per_group"
@@ -34,9 +36,14 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
     Only responses with at least one valid token count (verl pads V1 batches with empty responses).
 
     Returns:
-        ``gdpo/<reward>/mean``: mean of the reward's outcome score (after its condition, if it has one), and
-        ``gdpo/<reward>/raw_mean`` the mean before, for a conditioned reward.
-        ``gdpo/<reward>/zero_var_group_frac``: fraction of groups where that reward is constant.
+        ``gdpo/<reward>/mean``: mean of the reward's outcome score (after its condition, if it has one) over the
+        responses it applies to (0 when none), and ``gdpo/<reward>/raw_mean`` the mean before, for a conditioned
+        reward.
+        ``gdpo/<reward>/applies_frac``: fraction of responses the reward applies to (1 unless some ``compute_score``
+        returned None for it, or left it out).
+        ``gdpo/<reward>/weight``: its weight in force this step (a schedule's value at the step, times SAW's).
+        ``gdpo/<reward>/zero_var_group_frac``: fraction of groups where that reward is constant (among the
+        responses it applies to; a group where it applies to none counts as constant).
         ``gdpo/<reward>/adv_contribution_std``: std over responses of ``w_k * A_k`` scaled like the final
         advantage (divided by the batch-normalization scale), i.e. how much the reward moves the advantage.
         ``gdpo/cancelled_group_frac``: fraction of groups where some reward varies but the weighted sum of
@@ -48,6 +55,7 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
         ``gdpo/collapsed_group_frac``: fraction of groups where two responses with different reward vectors
         get the same GDPO advantage, and ``gdpo/grpo_collapsed_group_frac`` the same under GRPO on the
         weighted summed reward (the paper's advantage collapse, counted in the batch).
+        ``gdpo/conflict_masked_frac`` (with ``conflict``): fraction of responses masked for conflicting rewards.
     """
     keep = parts.valid_tokens > 0
     if not bool(keep.all()):
@@ -58,18 +66,27 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
     contributions = parts.normalized * parts.weights
 
     metrics: dict[str, float] = {}
-    means = parts.scores.mean(dim=0).tolist()
-    raw_means = parts.raw_scores.mean(dim=0).tolist()
+    applies = parts.applies
+    present = torch.ones_like(parts.scores) if applies is None else applies.to(torch.float64)
+    count = present.sum(dim=0)
+    means = ((parts.scores * present).sum(dim=0) / count.clamp(min=1)).tolist()
+    raw_means = ((parts.raw_scores * present).sum(dim=0) / count.clamp(min=1)).tolist()
+    applies_frac = (count / parts.scores.shape[0]).tolist()
     conditioned = {condition.reward for condition in parts.conditions}
-    varies = group_varies(parts.scores, group, num_groups)
+    varies = group_varies(parts.scores, group, num_groups, applies)
     zero_var = (~varies).to(torch.float64).mean(dim=0).tolist()
     contribution_std = (contributions / parts.batch_scale).std(dim=0, unbiased=False).tolist()
+    weights = parts.weights.tolist()
     for k, name in enumerate(parts.names):
         metrics[reward_metric(name, MEAN)] = means[k]
         if name in conditioned:
             metrics[reward_metric(name, RAW_MEAN)] = raw_means[k]
+        metrics[reward_metric(name, APPLIES)] = applies_frac[k]
+        metrics[reward_metric(name, WEIGHT)] = weights[k]
         metrics[reward_metric(name, ZERO_VAR)] = zero_var[k]
         metrics[reward_metric(name, CONTRIBUTION)] = contribution_std[k]
+    if parts.options.conflict != "none" and parts.keep is not None:
+        metrics[CONFLICT_MASKED] = (~parts.keep).to(torch.float64).mean().item()
 
     any_varies = varies.any(dim=1)
     largest_term = _group_abs_max(contributions.abs().amax(dim=1), group, num_groups)
@@ -86,7 +103,9 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
     options = parts.options
     grpo = group_normalize((parts.scores @ parts.weights).unsqueeze(1), group, num_groups,
                            norm_by_std=options.norm_by_std, eps=options.eps)[:, 0]
-    combinations = distinct_counts(_row_ids(parts.scores).to(torch.float64), group, num_groups)
+    # A reward that does not apply is a value of its own (its score there is 0, like a real 0).
+    rows = parts.scores if applies is None else torch.cat([parts.scores, applies.to(torch.float64)], dim=1)
+    combinations = distinct_counts(_row_ids(rows).to(torch.float64), group, num_groups)
     for distinct, collapsed, values in (
         (DISTINCT, COLLAPSED, parts.final),
         (GRPO_DISTINCT, GRPO_COLLAPSED, grpo),
@@ -173,6 +192,8 @@ def _select(parts: GdpoParts, keep: torch.Tensor) -> GdpoParts:
         group=group,
         num_groups=num_groups,
         valid_tokens=parts.valid_tokens[keep],
+        applies=None if parts.applies is None else parts.applies[keep],
+        keep=None if parts.keep is None else parts.keep[keep],
     )
 
 

@@ -29,6 +29,7 @@ from gdpo_verl.core.advantage import BATCH_NORMS, DEFAULT_BATCH_NORM, DEFAULT_EP
 from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.jsonl import NotRegularFile, iter_jsonl, open_regular
+from gdpo_verl.core.variants import ADAPTIVE_WEIGHTS, BASELINES, CONFLICTS, DEFAULT_CONFLICT_THRESHOLD, weights_at
 
 RECORD_FILE = "gdpo_steps.jsonl"
 # Records of steps that a resumed run ran again, moved out of RECORD_FILE (see set_aside_steps_from).
@@ -38,6 +39,8 @@ FORMAT = "gdpo-verl/steps-v1"
 _STEP = re.compile(rb'\{"format": "[^"]*", "step": (\d+)')
 # Steps and response lengths: whole numbers a float64 holds exactly (the arithmetic and the plots take floats).
 MAX_WHOLE = 2**53
+# The options beyond the paper's, each written to a record (a record without one was computed with its default).
+VARIANT_OPTIONS = ("baseline", "conflict", "conflict_threshold", "adaptive_weights")
 
 logger = logging.getLogger("gdpo_verl")
 
@@ -52,7 +55,16 @@ class StepRecord:
     norm_by_std: bool = True
     batch_norm: str = DEFAULT_BATCH_NORM
     eps: float = DEFAULT_EPS
+    baseline: str = "mean"
+    conflict: str = "none"
+    conflict_threshold: float = DEFAULT_CONFLICT_THRESHOLD
+    adaptive_weights: str = "none"
     source: str = ""  # "<file>:<line>" it was read from, for error messages
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The keyword options of ``gdpo_outcome_parts`` the step was computed with."""
+        return {name: getattr(self, name) for name in (*VARIANT_OPTIONS, "norm_by_std", "batch_norm", "eps")}
 
 
 def example_path() -> Path:
@@ -77,13 +89,16 @@ class RecordWriter:
             "format": FORMAT,
             "step": int(step),
             "uid": [str(uid) for uid in uids],
-            "rewards": {name: parts.scores[:, k].tolist() for k, name in enumerate(parts.names)},
-            "weights": dict(zip(parts.names, parts.weights.tolist(), strict=True)),
+            "rewards": {name: _column(parts, k) for k, name in enumerate(parts.names)},
+            # the configured weights at this step (a schedule's value); SAW's are recomputed from the rewards
+            "weights": dict(zip(parts.names, (parts.weights if parts.base_weights is None
+                                               else parts.base_weights).tolist(), strict=True)),
             "response_length": [int(n) for n in parts.valid_tokens.tolist()],
             "advantage": [round(value, 6) for value in parts.final.tolist()],
             "norm_by_std": options.norm_by_std,
             "batch_norm": options.batch_norm,
             "eps": options.eps,
+            **{name: getattr(options, name) for name in VARIANT_OPTIONS},
         }
         path = directory / RECORD_FILE
         try:
@@ -104,6 +119,15 @@ class RecordWriter:
                 "writable directory on the node that runs verl's TaskRunner, or null."
             ) from exc
         return path
+
+
+def _column(parts: GdpoParts, k: int) -> list[float | None]:
+    """The scores of reward ``k`` that step 1 normalized (after the conditions, which a record does not carry),
+    None where the reward does not apply."""
+    values = parts.scores[:, k].tolist()
+    if parts.applies is None:
+        return values
+    return [value if applied else None for value, applied in zip(values, parts.applies[:, k].tolist(), strict=True)]
 
 
 def set_aside_steps_from(path: Path, step: int) -> None:
@@ -272,9 +296,10 @@ def _from_record(path: Path, number: int, row: dict, rewards: Sequence[str] | No
         values = row["rewards"][name]
         if not isinstance(values, list) or len(values) != size:
             raise ValueError(f"{where}: reward {name!r} must be a list of {size} numbers, one per response.")
-        bad = [value for value in values if not _is_finite(value)]
+        bad = [value for value in values if value is not None and not _is_finite(value)]
         if bad:
-            raise ValueError(f"{where}: reward {name!r} must hold finite numbers; got {_describe(bad[0])}.")
+            raise ValueError(f"{where}: reward {name!r} must hold finite numbers (null where it does not apply); got "
+                             f"{_describe(bad[0])}.")
     lengths = row.get("response_length")
     if lengths is not None:
         if not isinstance(lengths, list) or len(lengths) != size:
@@ -297,6 +322,16 @@ def _from_record(path: Path, number: int, row: dict, rewards: Sequence[str] | No
     eps = row.get("eps", DEFAULT_EPS)
     if not _is_finite(eps) or not 0 <= eps <= 1:
         raise ValueError(f"{where}: eps must be a finite number from 0 to 1; got {_describe(eps)}.")
+    variants = {}
+    for name, allowed in (("baseline", BASELINES), ("conflict", CONFLICTS), ("adaptive_weights", ADAPTIVE_WEIGHTS)):
+        value = row.get(name, allowed[0])
+        if not isinstance(value, str) or value not in allowed:
+            raise ValueError(f"{where}: {name} must be one of {allowed}; got {_describe(value)}.")
+        variants[name] = value
+    threshold = row.get("conflict_threshold", DEFAULT_CONFLICT_THRESHOLD)
+    if not _is_finite(threshold) or not 0 <= threshold <= 1:
+        raise ValueError(f"{where}: conflict_threshold must be a finite number from 0 to 1; got "
+                         f"{_describe(threshold)}.")
     return StepRecord(
         step=step,
         uid=uid,
@@ -306,6 +341,8 @@ def _from_record(path: Path, number: int, row: dict, rewards: Sequence[str] | No
         norm_by_std=norm_by_std,
         batch_norm=batch_norm,
         eps=float(eps),
+        conflict_threshold=float(threshold),
+        **variants,
         source=where,
     )
 
@@ -345,26 +382,36 @@ def _from_verl_dump(path: Path, rows: Iterator[tuple[int, Any]], rewards: Sequen
     ]
 
 
-def step_parts(record: StepRecord) -> GdpoParts:
-    """Recompute GDPO for one step from its record (per-response values only)."""
+def step_parts(record: StepRecord, overrides: dict[str, Any] | None = None) -> GdpoParts:
+    """Recompute GDPO for one step from its record (per-response values only); ``overrides``: options to compute
+    it with instead of the record's (keyword options of ``gdpo_outcome_parts``; ``weights`` may hold schedules,
+    read at the record's step)."""
+    overrides = dict(overrides or {})
+    weights = overrides.pop("weights", None)
+    if weights is not None:
+        unknown = sorted(set(weights) - set(record.rewards))
+        if unknown:
+            raise ValueError(f"weights name {unknown}, which the record of step {record.step} does not hold; it "
+                             f"holds {sorted(record.rewards)}.")
+        weights = {**(record.weights or dict.fromkeys(record.rewards, 1.0)),
+                   **weights_at({name: weights[name] for name in weights}, record.step)}
     size = len(record.uid)
     lengths = record.response_length if record.response_length is not None else [1] * size
     return gdpo_outcome_parts(
-        {name: torch.tensor(values, dtype=torch.float64) for name, values in record.rewards.items()},
+        {name: values if None in values else torch.tensor(values, dtype=torch.float64)
+         for name, values in record.rewards.items()},
         torch.tensor(lengths, dtype=torch.float64),
         np.array(record.uid, dtype=object),
-        record.weights,
-        norm_by_std=record.norm_by_std,
-        batch_norm=record.batch_norm,
-        eps=record.eps,
+        record.weights if weights is None else weights,
+        **{**record.options, **overrides},
     )
 
 
-def step_report(record: StepRecord) -> dict[str, Any]:
+def step_report(record: StepRecord, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """``{"step", "responses", "groups", "metrics"}`` with the ``gdpo/`` metrics of the step. A record read from a
     file (``source`` set) that GDPO refuses raises ValueError naming the file and line."""
     try:
-        parts = step_parts(record)
+        parts = step_parts(record, overrides)
         metrics = advantage_metrics(parts)
     except ValueError as exc:
         if not record.source:
@@ -379,6 +426,7 @@ def step_report(record: StepRecord) -> dict[str, Any]:
     return {"step": record.step, "responses": len(record.uid), "groups": parts.num_groups, "metrics": metrics}
 
 
-def reports(path: str | Path, rewards: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def reports(path: str | Path, rewards: Sequence[str] | None = None,
+            overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """``step_report`` of every step of ``iter_steps``, one step in memory at a time."""
-    return [step_report(record) for record in iter_steps(path, rewards)]
+    return [step_report(record, overrides) for record in iter_steps(path, rewards)]

@@ -71,6 +71,47 @@ def names(text: str) -> list[str]:
     return values
 
 
+def weights_json(text: str) -> dict:
+    """``--weights``: a JSON object, reward -> weight or a schedule of [step, weight] points."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc}); e.g. '{{\"correct\": 1, \"length\": [[0, 0], [50, 1]]}}'")
+    if not isinstance(value, dict) or not value:
+        raise argparse.ArgumentTypeError("a JSON object of reward -> weight (or [[step, weight], ...]) is needed")
+    from gdpo_verl.core.variants import read_weight
+
+    try:
+        return {name: read_weight(weight, f"weight of reward {name!r}") for name, weight in value.items()}
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def estimator_options(command: argparse.ArgumentParser, records: bool) -> None:
+    """The GDPO options of training (algorithm.gdpo.*, algorithm.gdpo_reward_weights), for a command that computes
+    GDPO offline."""
+    from gdpo_verl.core.variants import ADAPTIVE_WEIGHTS, BASELINES, CONFLICTS
+
+    given = " (default: the record's)" if records else ""
+    group = command.add_argument_group("GDPO options, as algorithm.gdpo.* in training")
+    group.add_argument("--baseline", choices=BASELINES, help=f"algorithm.gdpo.baseline{given}")
+    group.add_argument("--conflict", choices=CONFLICTS, help=f"algorithm.gdpo.conflict (GD2PO){given}")
+    group.add_argument("--conflict-threshold", type=float, metavar="TAU",
+                       help=f"algorithm.gdpo.conflict_threshold{given}")
+    group.add_argument("--adaptive-weights", choices=ADAPTIVE_WEIGHTS, help=f"algorithm.gdpo.adaptive_weights (SAW){given}")
+    group.add_argument("--weights", type=weights_json, metavar="JSON",
+                       help="algorithm.gdpo_reward_weights as a JSON object; a schedule ([[step, weight], ...]) is read "
+                            + ("at each record's step" if records else "at --step"))
+    if not records:
+        group.add_argument("--step", type=int, help="the trainer step scheduled weights are read at")
+
+
+def chosen_options(args: argparse.Namespace) -> dict:
+    """The estimator options given on the command line, as algorithm.gdpo names them."""
+    names = ("baseline", "conflict", "conflict_threshold", "adaptive_weights")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gdpo-verl", description="GDPO for verl: tools around the estimator.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -88,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSONL file, one rollout a line: uid, response_length, and one number per reward component",
     )
     demo.add_argument("--json", action="store_true", help="print the summary as JSON after the report")
+    estimator_options(demo, records=False)
 
     collapse = commands.add_parser(
         "collapse",
@@ -116,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("path", nargs="?", type=Path, help="record file or directory")
     inspect.add_argument("--rewards", type=names, help="reward components (required for verl's rollout dumps)")
+    estimator_options(inspect, records=True)
     table_or_plot(inspect, "draw the per-step diagnostics")
 
     plot = commands.add_parser(
@@ -177,7 +220,13 @@ def run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.rollouts is not None and not args.rollouts.is_file():
         what = "not a regular file" if os.path.lexists(args.rollouts) else "no such file"
         parser.error(f"--rollouts {args.rollouts}: {what}")
-    summary = demo(args.rollouts)
+    weights = args.weights
+    if weights is not None:
+        from gdpo_verl.core.variants import WeightSchedule
+
+        weights = {name: [list(point) for point in weight.points] if isinstance(weight, WeightSchedule) else weight
+                   for name, weight in weights.items()}
+    summary = demo(args.rollouts, weights=weights, options=chosen_options(args), step=args.step)
     if args.json:
         print(json.dumps(summary))
     return 0
@@ -231,7 +280,10 @@ def run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if path is None:
         path = example_path()
         print(f"no PATH given: reading the synthetic example record {path}", file=sys.stderr)
-    steps = reports(path, args.rewards)
+    overrides = chosen_options(args)
+    if args.weights is not None:
+        overrides["weights"] = args.weights
+    steps = reports(path, args.rewards, overrides)
     if args.json:
         print(json.dumps(steps))
     else:

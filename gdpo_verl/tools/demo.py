@@ -47,9 +47,11 @@ def load_rollouts(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         length = row["response_length"]
         if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_RESPONSE_LENGTH:
             raise ValueError(f"{where}: response_length must be a whole number from 1 to {MAX_RESPONSE_LENGTH:,}; got {length!r:.80}.")
-        bad = {key: value for key, value in row.items() if key not in RESERVED and not is_reward_value(value)}
+        bad = {key: value for key, value in row.items()
+               if key not in RESERVED and value is not None and not is_reward_value(value)}
         if bad:
-            raise ValueError(f"{where}: rewards must be finite numbers; got {bad!r:.120}.")
+            raise ValueError(f"{where}: rewards must be finite numbers (null where one does not apply); got "
+                             f"{bad!r:.120}.")
         rows.append(row)
     if not rows:
         raise ValueError(f"{path}: no rollouts.")
@@ -78,7 +80,10 @@ def merged_pairs(uids: np.ndarray, combos: list[tuple], values: np.ndarray) -> i
     return pairs(Counter(zip(labels, rounded))) - pairs(Counter(zip(labels, combos, rounded)))
 
 
-def run_demo(path: Path | None = None, out: TextIO | None = None) -> dict[str, float]:
+def run_demo(path: Path | None = None, out: TextIO | None = None, weights: Any = None,
+             options: dict[str, Any] | None = None, step: int | None = None) -> dict[str, float]:
+    """``weights`` (``algorithm.gdpo_reward_weights``), ``options`` (``algorithm.gdpo``) and ``step`` (the trainer
+    step, where scheduled weights are read) configure GDPO as in training."""
     out = out or sys.stdout
     path = path or default_rollouts()
     rows, names = load_rollouts(path)
@@ -87,7 +92,13 @@ def run_demo(path: Path | None = None, out: TextIO | None = None) -> dict[str, f
     combos = [tuple(row[name] for name in names) for row in rows]
 
     grpo = verl_advantages(rows, names, {"adv_estimator": "grpo"})
-    gdpo = verl_advantages(rows, names, {"adv_estimator": ESTIMATOR_NAME, "gdpo_reward_keys": names})
+    if weights is not None:  # a reward not named weighs 1
+        unknown = sorted(set(weights) - set(names))
+        if unknown:
+            raise ValueError(f"--weights names {unknown}; the rollouts' rewards are {names}.")
+        weights = {**dict.fromkeys(names, 1.0), **weights}
+    gdpo = verl_advantages(rows, names, {"adv_estimator": ESTIMATOR_NAME, "gdpo_reward_keys": names,
+                                         "gdpo_reward_weights": weights, "gdpo": dict(options or {})}, step)
     group_of, num_groups = group_ids(uids, len(rows))
 
     write = lambda text="": print(text, file=out)  # noqa: E731
@@ -96,9 +107,12 @@ def run_demo(path: Path | None = None, out: TextIO | None = None) -> dict[str, f
     write()
     write(f"{'reward':<12}{'mean':>8}{'zero-variance groups':>24}")
     for name in names:
-        values = np.array([row[name] for row in rows], dtype=np.float64)
-        flat = sum(len(set(values[uids == g])) == 1 for g in groups)
-        write(f"{name:<12}{values.mean():>8.3f}{f'{flat}/{len(groups)}':>24}")
+        applies = np.array([row[name] is not None for row in rows])
+        values = np.array([row[name] if row[name] is not None else np.nan for row in rows], dtype=np.float64)
+        flat = sum(len(set(values[(uids == g) & applies])) <= 1 for g in groups)
+        share = "" if applies.all() else f"  (applies to {applies.sum()} of {len(rows)})"
+        mean = values[applies].mean() if applies.any() else float("nan")
+        write(f"{name:<12}{mean:>8.3f}{f'{flat}/{len(groups)}':>24}{share}")
     write()
 
     write(f"{'group':<12}{'rewards (' + ','.join(names) + ') -> GRPO | GDPO advantage':<60}")

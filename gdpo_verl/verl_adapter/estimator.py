@@ -10,6 +10,7 @@ another estimator trains.
 
 from __future__ import annotations
 
+import logging
 import numbers
 from collections.abc import Container, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -28,6 +29,8 @@ from gdpo_verl.verl_adapter.settings import GdpoSettings, settings_from_config
 
 TOKEN_LEVEL_PREFIX = "token_level_scores_"
 
+logger = logging.getLogger("gdpo_verl")
+
 
 def reward_fields(key: str) -> tuple[str, str]:
     """Where a reward's scores are looked up, first match wins: per-token scores, then one value per response."""
@@ -43,6 +46,16 @@ def find_reward(key: str, *places: Container[str]) -> tuple[str | None, bool]:
         if any(name in place for place in places):
             return name, name == token_level_key
     return None, False
+
+
+def fill_unapplied(info: dict, keys: Any) -> dict:
+    """Set each GDPO component that ``info`` (a response's ``reward_extra_info``) lacks, in both its forms, to None:
+    it does not apply to that response. verl stacks the samples' values by the first sample's keys, so a key some
+    samples lack would otherwise raise there (or vanish when the first sample lacks it)."""
+    for key in keys:
+        if find_reward(str(key), info)[0] is None:
+            info[str(key)] = None
+    return info
 
 
 @dataclass(frozen=True)
@@ -123,8 +136,10 @@ def compute_gdpo_advantage(
     step = current_step() or Step(settings_from_config(config))
     settings = step.settings
     tensors = {key: batch[key] for key in (batch.keys() if batch is not None else []) if str(key).startswith(TOKEN_LEVEL_PREFIX)}
-    advantages, parts, uids = gdpo_step(settings, response_mask, index, non_tensor_batch, tensors, step.inputs)
+    advantages, parts, uids = gdpo_step(settings, response_mask, index, non_tensor_batch, tensors, step.inputs,
+                                        step.global_step)
     step.metrics = advantage_metrics(parts)
+    warn_unapplied(parts, step.global_step)
     if settings.dump_dir is not None:
         if step.global_step is None:
             raise ValueError(
@@ -138,8 +153,24 @@ def compute_gdpo_advantage(
 def observe(step: Step, response_mask: torch.Tensor, index: Any, non_tensor_batch: Mapping[str, Any] | None) -> None:
     """Another estimator trains on this batch: leave on ``step`` the ``gdpo/`` metrics of what GDPO would compute
     on it. Its advantages are not touched."""
-    _, parts, _ = gdpo_step(step.settings, response_mask, index, non_tensor_batch, {}, step.inputs)
+    _, parts, _ = gdpo_step(step.settings, response_mask, index, non_tensor_batch, {}, step.inputs, step.global_step)
     step.metrics = advantage_metrics(parts)
+    warn_unapplied(parts, step.global_step)
+
+
+def warn_unapplied(parts: GdpoParts, global_step: int | None) -> None:
+    """Name, in a warning, each component that applies to no response of the step (it gave GDPO nothing)."""
+    if parts.applies is None:
+        return
+    responses = parts.valid_tokens > 0
+    for k, name in enumerate(parts.names):
+        if not bool((parts.applies[:, k] & responses).any()):
+            logger.warning(
+                "GDPO reward component %r applies to none of the %d responses of step %s (compute_score returned None "
+                "for it, or left it out, every time): it gave this step's advantages nothing. If that is not meant, "
+                "check compute_score and the data_source of the batch's prompts.",
+                name, int(responses.sum()), global_step if global_step is not None else "(outside a trainer)",
+            )
 
 
 def gdpo_step(
@@ -149,8 +180,10 @@ def gdpo_step(
     non_tensor_batch: Mapping[str, Any] | None,
     tensors: Mapping[str, torch.Tensor],
     inputs: StepInputs | None,
+    global_step: int | None = None,
 ) -> tuple[torch.Tensor, GdpoParts, np.ndarray]:
-    """(advantages ``(B, T)``, the computation's parts, the uid of each of their rows).
+    """(advantages ``(B, T)``, the computation's parts, the uid of each of their rows). ``global_step``: the
+    trainer's, where scheduled weights are read.
 
     In multi-output agent sessions (V1), like verl's GRPO path, only the last output of each session takes part
     in the group statistics, and its advantage is given to every output of the session.
@@ -166,11 +199,13 @@ def gdpo_step(
         sessions = session_layout(inputs.keys, index)
         per_response.update(inputs.components)
         tensors.update(inputs.tensors)
-    rewards = gather_rewards(settings.reward_keys, response_mask, per_response, tensors)
+    rewards, applies = gather_rewards(settings.reward_keys, response_mask, per_response, tensors)
     options = settings.options
-    parts = gdpo_parts(rewards, response_mask, index, settings.weights, sessions=sessions,
-                       conditions=options.conditions, norm_by_std=options.norm_by_std, batch_norm=options.batch_norm,
-                       eps=options.eps)
+    parts = gdpo_parts(rewards, response_mask, index, settings.weights_at(global_step), sessions=sessions,
+                       applies=applies, conditions=options.conditions, norm_by_std=options.norm_by_std,
+                       batch_norm=options.batch_norm, eps=options.eps, baseline=options.baseline,
+                       conflict=options.conflict, conflict_threshold=options.conflict_threshold,
+                       adaptive_weights=options.adaptive_weights)
     uids = np.asarray(index) if sessions is None else np.asarray(index)[list(sessions.final_rows)]
     return parts.advantages, parts, uids
 
@@ -217,20 +252,23 @@ def gather_rewards(
     response_mask: torch.Tensor,
     per_response: Mapping[str, Any],
     tensors: Mapping[str, torch.Tensor],
-) -> dict[str, torch.Tensor]:
-    """reward key -> ``(B, T)`` token-level scores or ``(B,)`` outcome scores.
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(reward key -> ``(B, T)`` token-level scores or ``(B,)`` outcome scores, reward key -> ``(B,)`` bool where
+    it applies, for each key that is None for some response: a reward that does not apply to it).
 
     Looked up in the order of ``reward_fields``: ``token_level_scores_<key>`` (a ``(B, T)`` tensor, or per-token
     lists in ``per_response``), then ``per_response[key]`` (one number per response).
     """
-    rewards = {}
+    rewards, applies = {}, {}
     for key in keys:
         found, token_level = find_reward(key, tensors, per_response)
         if found in tensors:
             rewards[key] = tensors[found]
         elif found is not None:
             convert = _token_level if token_level else _per_response
-            rewards[key] = convert(found, per_response[found], response_mask)
+            rewards[key], present = convert(found, per_response[found], response_mask)
+            if present is not None:
+                applies[key] = present
         else:
             token_level_key, _ = reward_fields(key)
             available = sorted(per_response) + sorted(tensors)
@@ -248,12 +286,13 @@ def gather_rewards(
             raise ValueError(
                 f"GDPO reward key {key!r} not found. Available per-response keys: {available or 'none'}. {hint}"
             )
-    return rewards
+    return rewards, applies
 
 
-def _token_level(key: str, values: Any, response_mask: torch.Tensor) -> torch.Tensor:
+def _token_level(key: str, values: Any, response_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token lists (or the rows of a 2-D array), one per response, placed from the first response
-    position on.
+    position on; None for a response the reward does not apply to. Returns the scores and, when some response
+    has None, where the reward applies.
 
     A list must cover every position up to the response's last valid token; values past the response
     (padding) are ignored. Responses without a valid token (verl's padding samples) are skipped.
@@ -265,7 +304,11 @@ def _token_level(key: str, values: Any, response_mask: torch.Tensor) -> torch.Te
     valid = response_mask.bool()
     lengths = torch.where(valid.any(dim=1), width - valid.flip(1).int().argmax(dim=1), 0).tolist()
     scores = torch.zeros(batch_size, width, dtype=torch.float64)
+    present = torch.ones(batch_size, dtype=torch.bool)
     for row, (value, length) in enumerate(zip(rows, lengths, strict=True)):
+        if value is None:
+            present[row] = False
+            continue
         if length == 0:
             continue
         array = np.asarray(value.tolist() if isinstance(value, torch.Tensor) else value)
@@ -276,7 +319,7 @@ def _token_level(key: str, values: Any, response_mask: torch.Tensor) -> torch.Te
             )
         kept = min(array.shape[0], width)
         scores[row, :kept] = torch.from_numpy(array[:kept].astype(np.float64))
-    return scores.to(response_mask.device)
+    return scores.to(response_mask.device), None if bool(present.all()) else present.to(response_mask.device)
 
 
 def _describe(value: Any) -> str:
@@ -285,8 +328,16 @@ def _describe(value: Any) -> str:
     return repr(value)[:80]
 
 
-def _per_response(key: str, values: Any, response_mask: torch.Tensor) -> torch.Tensor:
+def _per_response(key: str, values: Any, response_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One number per response, or None where the reward does not apply: the scores (0 there) and, when some
+    value is None, where the reward applies."""
     array = np.asarray(values)
+    present = None
+    if array.dtype == object and array.shape == (response_mask.shape[0],):
+        missing = np.fromiter((value is None for value in array.tolist()), dtype=bool, count=array.shape[0])
+        if missing.any():
+            present = torch.from_numpy(~missing).to(response_mask.device)
+            array = np.where(missing, 0.0, array)
     if array.shape != (response_mask.shape[0],):
         raise ValueError(
             f"reward {key!r} has shape {array.shape} in non_tensor_batch; expected one value per response "
@@ -297,10 +348,10 @@ def _per_response(key: str, values: Any, response_mask: torch.Tensor) -> torch.T
     if not numeric:
         kinds = sorted({type(v).__name__ for v in array.tolist() if not isinstance(v, numbers.Real)})
         raise ValueError(
-            f"reward {key!r} must hold one number per response; got values of type {kinds}. "
-            "Make compute_score return a number for it in every response."
+            f"reward {key!r} must hold one number per response (or None where it does not apply); got values of "
+            f"type {kinds}. Make compute_score return a number for it, or None, in every response."
         )
-    return torch.from_numpy(array.astype(np.float64)).to(response_mask.device)
+    return torch.from_numpy(array.astype(np.float64)).to(response_mask.device), present
 
 
 _is_number = np.vectorize(is_number, otypes=[bool])

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import struct
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -40,22 +41,28 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
 from gdpo_verl.core.checks import is_reward_value
-from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX, find_reward
+from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX, fill_unapplied, find_reward
 from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY, coding_reward_kwargs, reward_timeout
 
 
-def reward_signature(components: Sequence[float]) -> float:
-    """A float in ``[0, 2**48)`` determined by the component values; distinct values give distinct floats
-    except with probability 2**-48. Exact integers are kept below 2**53, so the float is exact."""
-    packed = struct.pack(f"<{len(components)}d", *(float(value) + 0.0 for value in components))
+def reward_signature(components: Sequence[float | None]) -> float:
+    """A float in ``[0, 2**48)`` determined by the component values (None: the component does not apply, packed as
+    NaN, which no reward value is); distinct values give distinct floats except with probability 2**-48. Exact
+    integers are kept below 2**53, so the float is exact."""
+    packed = struct.pack(f"<{len(components)}d",
+                         *(math.nan if value is None else float(value) + 0.0 for value in components))
     return float(int.from_bytes(hashlib.blake2b(packed, digest_size=6).digest(), "big"))
 
 
-def signature_components(info: Mapping[str, Any], keys: Sequence[str]) -> list[float]:
-    """The outcome value of each key in ``info`` (a token-level list is summed); raises naming what is wrong."""
+def signature_components(info: Mapping[str, Any], keys: Sequence[str]) -> list[float | None]:
+    """The outcome value of each key in ``info`` (a token-level list is summed; None where the component does not
+    apply); raises naming what is wrong."""
     values = []
     for key in keys:
         found, token_level = find_reward(key, info)
+        if found is not None and info[found] is None:
+            values.append(None)
+            continue
         if token_level:
             value = float(np.sum(np.asarray(info[found], dtype=np.float64)))
         elif found is not None:
@@ -63,10 +70,12 @@ def signature_components(info: Mapping[str, Any], keys: Sequence[str]) -> list[f
         else:
             raise ValueError(
                 f"compute_score returned no {key!r} (it returned {sorted(info)}), but algorithm.gdpo_reward_keys "
-                f"lists it. Return it from compute_score, or fix algorithm.gdpo_reward_keys."
+                f"lists it. Return it from compute_score (None where it does not apply), or fix "
+                "algorithm.gdpo_reward_keys."
             )
         if not is_reward_value(value):
-            raise ValueError(f"compute_score returned {key}={value!r}; GDPO needs a finite number.")
+            raise ValueError(f"compute_score returned {key}={value!r}; GDPO needs a finite number (or None where the "
+                             "component does not apply).")
         values.append(float(value))
     return values
 
@@ -104,7 +113,8 @@ class GdpoRewardManager(NaiveRewardManager):
                 "the limit if it is that slow by design."
             ) from exc
         info = result["reward_extra_info"]
-        for key in [key for key in info if key.startswith(TOKEN_LEVEL_PREFIX)]:
+        fill_unapplied(info, self.signature_keys)
+        for key in [key for key in info if key.startswith(TOKEN_LEVEL_PREFIX) and info[key] is not None]:
             info[key] = pad_token_scores(key, info[key], response_length, self.max_response_length)
         if self.signature_keys:
             info[SIGNATURE_KEY] = reward_signature(signature_components(info, self.signature_keys))

@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from gdpo_verl.core.advantage import GdpoOptions, check_options, weight_vector_for
 from gdpo_verl.core.checks import boolean, finite_number
 from gdpo_verl.core.conditions import Condition, check_conditions
+from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakpoints, weights_at
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME
 
 # Options under ``algorithm.gdpo`` and their defaults, as the packaged config declares them (their one home for
@@ -65,9 +66,18 @@ class GdpoSettings:
     core's result carries too) and where to record the steps."""
 
     reward_keys: tuple[str, ...]
-    weights: dict[str, float]
+    weights: dict[str, float | WeightSchedule]
     options: GdpoOptions
     dump_dir: str | None = None
+
+    def weights_at(self, step: int | None) -> dict[str, float]:
+        """The weights in force at the trainer's global ``step`` (None: outside a trainer, refused when a weight
+        is scheduled)."""
+        return weights_at(self.weights, step)
+
+    @property
+    def scheduled(self) -> bool:
+        return any(isinstance(weight, WeightSchedule) for weight in self.weights.values())
 
 
 def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
@@ -124,8 +134,23 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
         raise ValueError(f"algorithm.gdpo.dump_dir must be a directory path or null; got {dump_dir!r}.")
     reward_timeout(options)
     conditions = _conditions(keys, merged["conditions"])
-    options = GdpoOptions(conditions, norm_by_std, merged["batch_norm"], float(merged["eps"]))
+    try:
+        options = GdpoOptions(conditions, norm_by_std, merged["batch_norm"], float(merged["eps"]), merged["baseline"],
+                              merged["conflict"], merged["conflict_threshold"], merged["adaptive_weights"])
+    except ValueError as exc:
+        raise ValueError(f"algorithm.gdpo.{exc}") from exc
+    _check_variants(keys, options)
     return GdpoSettings(keys, weights, options, dump_dir)
+
+
+def _check_variants(keys: tuple[str, ...], options: GdpoOptions) -> None:
+    """Refuse what GD2PO and SAW cannot do with one reward: nothing (no two rewards to disagree or to weigh)."""
+    for name, value in (("conflict", options.conflict), ("adaptive_weights", options.adaptive_weights)):
+        if value not in ("none",) and len(keys) < 2:
+            raise ValueError(
+                f"algorithm.gdpo.{name}={value} works between reward components, and gdpo_reward_keys lists one "
+                f"({list(keys)}): it would do nothing. List two or more components, or set algorithm.gdpo.{name}=none."
+            )
 
 
 def reward_timeout(options: Any) -> float | None:
@@ -195,7 +220,7 @@ def _reward_keys(raw: Any) -> tuple[str, ...]:
     return keys
 
 
-def _weights(keys: tuple[str, ...], raw: Any) -> dict[str, float]:
+def _weights(keys: tuple[str, ...], raw: Any) -> dict[str, float | WeightSchedule]:
     if raw is None:
         return dict.fromkeys(keys, 1.0)
     if isinstance(raw, Mapping):
@@ -210,14 +235,28 @@ def _weights(keys: tuple[str, ...], raw: Any) -> dict[str, float]:
         if len(values) != len(keys):
             raise ValueError(
                 f"algorithm.gdpo_reward_weights has {len(values)} value(s) {values} but gdpo_reward_keys has "
-                f"{len(keys)} {list(keys)}; give one weight per key, in the same order."
+                f"{len(keys)} {list(keys)}; give one weight per key, in the same order (a scheduled weight is one "
+                "list of [step, weight] points)."
             )
         weights = dict(zip(keys, values, strict=True))
     try:
-        vector = weight_vector_for(keys, weights)
+        weight_vector_for(keys, dict.fromkeys(weights, 1.0))  # exactly the keys
+        read = {key: read_weight(_plain(weights[key]), f"weight of reward {key!r}") for key in keys}
     except ValueError as exc:
         raise ValueError(f"algorithm.gdpo_reward_weights: {exc}") from exc
-    return dict(zip(keys, vector.tolist(), strict=True))
+    breakpoints = schedule_breakpoints(read)
+    for step in breakpoints or [0]:  # and every step where a scheduled weight crosses 0
+        try:
+            weight_vector_for(keys, weights_at(read, step))
+        except ValueError as exc:
+            where = f" at step {step}, where the schedules give" if breakpoints else ""
+            raise ValueError(f"algorithm.gdpo_reward_weights{where}: {exc}") from exc
+    return {key: value if isinstance(value, WeightSchedule) else float(value) for key, value in read.items()}
+
+
+def _plain(value: Any) -> Any:
+    """An omegaconf list as a Python list (a schedule's points), anything else unchanged."""
+    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
 
 
 # The reward_extra_info key that gdpo_verl's reward manager fills with a value that differs between two
@@ -273,6 +312,15 @@ def check_config(config: Any) -> GdpoSettings | None:
                 f"reward.reward_manager is {manager_source}:{manager_name}. Set "
                 f"reward.reward_manager.name={REWARD_MANAGER_NAME} (reward.reward_manager.source=register)."
             )
+        if metric != SIGNATURE_KEY and settings is not None and (settings.scheduled
+                                                                 or settings.options.adaptive_weights != "none"):
+            varying = "a scheduled weight" if settings.scheduled else "algorithm.gdpo.adaptive_weights=saw"
+            raise ValueError(
+                f"algorithm.filter_groups.metric={metric} with {varying}: dynamic sampling would keep or drop groups "
+                "by the summed score, whose weights stay those of reward_kwargs while GDPO's change from step to step. "
+                f"Set algorithm.filter_groups.metric={SIGNATURE_KEY} (it keeps a group when any component varies in "
+                "it, whatever the weights)."
+            )
         if metric == SIGNATURE_KEY and not _get(algorithm, "gdpo_reward_keys"):
             raise ValueError(
                 f"algorithm.filter_groups.metric={SIGNATURE_KEY} needs algorithm.gdpo_reward_keys: the signature "
@@ -300,7 +348,9 @@ def _log_negative_weights(settings: GdpoSettings) -> None:
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
         return  # verl's legacy TaskRunner (a Ray actor) repeats main_ppo's config check: the driver said it already
-    negative = {key: weight for key, weight in settings.weights.items() if weight < 0}
+    lowest = {key: min(point for _, point in weight.points) if isinstance(weight, WeightSchedule) else weight
+              for key, weight in settings.weights.items()}
+    negative = {key: weight for key, weight in lowest.items() if weight < 0}
     if negative:
         listed = ", ".join(f"{key}: {weight:g}" for key, weight in negative.items())
         logger.warning(
@@ -381,8 +431,10 @@ def _check_score_weights(config: Any, settings: GdpoSettings) -> None:
         key: finite_number(_get(kwargs, f"{key}_weight", 1.0), f"reward.custom_reward_function.reward_kwargs.{key}_weight")
         for key in settings.reward_keys
     }
+    # A scheduled weight changes with the step, the summed score's does not: nothing to compare (dynamic sampling on
+    # the summed score with a schedule is refused in check_config).
     differing = {key: (settings.weights[key], in_score[key]) for key in settings.reward_keys
-                 if in_score[key] != settings.weights[key]}
+                 if not isinstance(settings.weights[key], WeightSchedule) and in_score[key] != settings.weights[key]}
     if differing:
         listed = ", ".join(f"{key}: {gdpo:g} in algorithm.gdpo_reward_weights, {score:g} in reward_kwargs.{key}_weight"
                            for key, (gdpo, score) in differing.items())

@@ -24,6 +24,7 @@ from typing import Any
 V1_TRAINER = "verl.trainer.ppo.v1.trainer_base"
 LEGACY_TRAINER = "verl.trainer.ppo.ray_trainer"
 REWARD_MANAGERS = "verl.experimental.reward_loop.reward_manager"
+REWARD_LOOP = "verl.experimental.reward_loop.reward_loop"
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ TOUCH_POINTS = (
                ("self", "config", "tokenizer", "compute_score", "reward_router_address", "reward_model_tokenizer")),
     TouchPoint(f"{REWARD_MANAGERS}.naive", "NaiveRewardManager.run_single", "scores responses as it does",
                ("self", "data")),
+    TouchPoint(REWARD_LOOP, "RewardLoopWorker.compute_score",
+               "marks a reward component a response's compute_score left out as not applying (None)", ("self", "data")),
     TouchPoint("verl.trainer.ppo.reward", "_call_with_kwargs", "calls the reward function as verl does",
                ("raw_fn", "extra_kwargs")),
     TouchPoint("verl.trainer.ppo.reward", "_call_with_kwargs_async", "calls the reward function as verl does",

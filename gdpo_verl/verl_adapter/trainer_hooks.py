@@ -17,6 +17,9 @@ touch point (``touch_points.require``: a verl where it is missing or changed is 
   global step); ``ray_trainer.compute_advantage`` runs inside a ``Step`` and puts its metrics on the batch's
   ``meta_info``, from where the ``compute_data_metrics`` wrapper logs them.
 - ``verl.experimental.reward_loop.reward_manager``: registers the "gdpo_verl" reward manager.
+- ``RewardLoopWorker.compute_score`` (every reward manager's results pass there, on both trainers): a GDPO reward
+  component that a response's ``compute_score`` dict leaves out is set to None there (it does not apply to that
+  response), where verl would misalign or drop it when it stacks the samples' values.
 
 Under another estimator with ``algorithm.gdpo_reward_keys`` set, both trainers run the same steps to log the
 ``gdpo/`` metrics of what GDPO would compute (``estimator.observe``), leaving that estimator's advantages alone.
@@ -36,11 +39,11 @@ from typing import Any
 
 from gdpo_verl.core.records import RecordWriter
 from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node, require_sandbox_on_every_node
-from gdpo_verl.verl_adapter.estimator import Step, current_step, observe, running
+from gdpo_verl.verl_adapter.estimator import Step, current_step, fill_unapplied, observe, running
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME
 from gdpo_verl.verl_adapter.settings import check_config, coding_reward_kwargs, observes, settings_from_config
-from gdpo_verl.verl_adapter.touch_points import LEGACY_TRAINER, REWARD_MANAGERS, V1_TRAINER, require
+from gdpo_verl.verl_adapter.touch_points import LEGACY_TRAINER, REWARD_LOOP, REWARD_MANAGERS, V1_TRAINER, require
 from gdpo_verl.verl_adapter.transfer_queue import fetch_groups, fetch_step_inputs
 
 # The legacy trainer hands the step's gdpo/ metrics from compute_advantage to compute_data_metrics on the batch.
@@ -59,6 +62,7 @@ def install() -> None:
     after_import(V1_TRAINER, _wrap_v1_trainer)
     after_import(LEGACY_TRAINER, _wrap_legacy_trainer)
     after_import(REWARD_MANAGERS, _register_reward_manager)
+    after_import(REWARD_LOOP, _wrap_reward_loop_worker)
 
 
 def _wrap_validate_config(module: ModuleType) -> None:
@@ -222,3 +226,23 @@ def _register_reward_manager(module: ModuleType) -> None:
     for base in (f"{REWARD_MANAGERS}.naive", "verl.trainer.ppo.reward"):  # what the reward manager builds on
         require(importlib.import_module(base))
     importlib.import_module("gdpo_verl.verl_adapter.reward_manager")
+
+
+def _wrap_reward_loop_worker(module: ModuleType) -> None:
+    require(module)
+
+    def wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        async def compute_score(self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = await original(self, *args, **kwargs)
+            algorithm = self.config.get("algorithm", None)
+            keys = algorithm.get("gdpo_reward_keys", None) if algorithm is not None else None
+            info = result.get("reward_extra_info", None) if isinstance(result, dict) else None
+            if keys and isinstance(info, dict):
+                fill_unapplied(info, keys)
+            return result
+
+        return compute_score
+
+    wrap_attribute(module.RewardLoopWorker, "compute_score", wrapper)
+

@@ -57,21 +57,23 @@ def step_inputs_from_fields(keys: Sequence[str], fields: Mapping[str, Any], rewa
     infos = [_reward_extra_info(item) for item in fields.get("extra_fields", [None] * len(keys))]
     absent = []
     for key in reward_keys:
-        for name in reward_fields(key):
-            if name in components or name in tensors:
-                break
-            present = [name in info for info in infos]
-            if all(present):
-                components[name] = _object_array([info[name] for info in infos])
-                break
-            if any(present):
-                missing = [sample for sample, here in zip(keys, present, strict=True) if not here]
-                raise ValueError(
-                    f"reward component {name!r} is missing from reward_extra_info of {len(missing)} of {len(keys)} "
-                    f"samples (first: {missing[0]!r}). compute_score must return the same keys for every response."
-                )
-        else:
+        names = reward_fields(key)
+        if any(name in components or name in tensors for name in names):
+            continue
+        found = next((name for name in names if any(name in info for info in infos)), None)
+        if found is None:
             absent.append(key)
+            continue
+        # A sample without the component: compute_score left it out, so it does not apply there (None).
+        other = [sample for sample, info in zip(keys, infos, strict=True)
+                 if found not in info and any(name in info for name in names)]
+        if other:
+            raise ValueError(
+                f"reward component {key!r} is per token ({reward_fields(key)[0]!r}) in some samples and one value "
+                f"({key!r}) in others (first: {other[0]!r}). compute_score must return it the same way for every "
+                "response."
+            )
+        components[found] = _object_array([info.get(found) for info in infos])
     if absent and infos:
         # Only for the estimator's error message: the keys every sample does carry.
         for name in set.intersection(*(set(info) for info in infos)):

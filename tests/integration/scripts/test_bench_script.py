@@ -19,7 +19,8 @@ def test_benchmark_prints_one_row_per_cell_for_all_three_methods():
     rows = [line.split("|") for line in lines[3:]]
     assert [(row[0].split()[0], row[0].split()[1]) for row in rows] == [("64", "2"), ("64", "3"), ("128", "2"), ("128", "3")]
     assert all(row[4].strip().endswith("x") for row in rows)
-    assert "metrics ms" in lines[1] and all(row[-1].strip().endswith("%") for row in rows)
+    assert "metrics ms" in lines[1] and all(row[-3].strip().endswith("%") for row in rows)
+    assert "every option/grpo_vec" in lines[1] and all(row[-1].strip().endswith("x") for row in rows)
 
 
 def test_benchmark_rejects_bad_sizes_with_exit_code_2():

@@ -73,3 +73,38 @@ def test_demo_rejects_a_missing_file_with_exit_code_2(tmp_path, capsys):
         main(["demo", "--rollouts", str(tmp_path / "nope.jsonl")])
     assert exit_info.value.code == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_demo_and_inspect_take_the_training_options_and_a_mixed_task_batch(tmp_path, capsys):
+    # prompt m is a math prompt (no code test): "code" is null there, and left out of its statistics
+    rows = [
+        {"uid": "c", "response_length": 3, "correct": 1, "code": 1},
+        {"uid": "c", "response_length": 5, "correct": 0, "code": 1},
+        {"uid": "c", "response_length": 2, "correct": 1, "code": 0},
+        {"uid": "m", "response_length": 4, "correct": 0, "code": None},
+        {"uid": "m", "response_length": 2, "correct": 1, "code": None},
+    ]
+    path = write_rollouts(tmp_path / "mixed.jsonl", rows)
+    args = ["demo", "--rollouts", str(path), "--conflict", "snr", "--conflict-threshold", "0.5",
+            "--weights", '{"code": [[0, 0.0], [10, 2.0]]}', "--step", "5"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "(applies to 3 of 5)" in out
+    # a schedule outside a step is refused with the fix
+    assert main(args[:-2]) == 2
+    assert "Give the step (gdpo-verl demo and inspect: --step)" in capsys.readouterr().err
+
+    from gdpo_verl.core.advantage import gdpo_outcome_parts
+    from gdpo_verl.core.records import RecordWriter
+
+    parts = gdpo_outcome_parts({"correct": [row["correct"] for row in rows], "code": [row["code"] for row in rows]},
+                               [row["response_length"] for row in rows], [row["uid"] for row in rows])
+    RecordWriter().append(tmp_path / "dump", parts, [row["uid"] for row in rows], step=4)
+    assert main(["inspect", str(tmp_path / "dump"), "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)[0]["metrics"]
+    assert plain["gdpo/code/applies_frac"] == 0.6 and "gdpo/conflict_masked_frac" not in plain
+    assert main(["inspect", str(tmp_path / "dump"), "--json", "--conflict", "hard", "--weights",
+                 '{"code": [[0, 1.0], [8, 3.0]]}']) == 0
+    changed = json.loads(capsys.readouterr().out)[0]["metrics"]
+    assert changed["gdpo/code/weight"] == 2.0  # the schedule at the record's step, 4
+    assert "gdpo/conflict_masked_frac" in changed

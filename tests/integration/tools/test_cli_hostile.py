@@ -148,7 +148,7 @@ def test_demo_refuses_a_4000_digit_reward_naming_the_line(capsys, tmp_path):
     path.write_text('{"uid": "a", "response_length": 3, "c": 1}\n{"uid": "a", "response_length": 3, "c": 1' + "0" * 4000 + "}\n")
     assert main(["demo", "--rollouts", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"gdpo-verl demo: {path}:2: rewards must be finite numbers; got {{'c': 1000") and err.count("\n") == 1
+    assert err.startswith(f"gdpo-verl demo: {path}:2: rewards must be finite numbers (null where one does not apply); got {{'c': 1000") and err.count("\n") == 1
 
 
 def test_demo_on_3000_rollouts_of_one_prompt_takes_well_under_a_second_beyond_verls_import(tmp_path, capsys):

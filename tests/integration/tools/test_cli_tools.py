@@ -179,8 +179,7 @@ def test_inspect_reads_verls_rollout_dumps_grouped_by_prompt(capsys, tmp_path):
         ("garbage", [], "not valid JSON"),
         ("truncated", [], "needs step, uid and a rewards mapping; missing ['uid']"),
         ("example", ["--rewards", "format"], "--rewards ['format'] not in the record"),
-        ("null reward", [], "reward 'correct' must hold finite numbers; got None"),
-        ("string reward", [], "reward 'correct' must hold finite numbers; got '1'"),
+        ("string reward", [], "reward 'correct' must hold finite numbers (null where it does not apply); got '1'"),
         ("other weights", [], "weights must name the record's rewards ['correct']"),
     ],
 )
@@ -195,7 +194,7 @@ def test_inspect_bad_inputs_exit_2_with_a_message(capsys, tmp_path, setup, argum
     elif setup == "example":
         path = None
     elif setup != "none":
-        values = {"null reward": [1.0, None], "string reward": ["1", 0.0]}.get(setup, [1.0, 0.0])
+        values = {"string reward": ["1", 0.0]}.get(setup, [1.0, 0.0])
         record = {"format": "gdpo-verl/steps-v1", "step": 1, "uid": ["a", "a"], "rewards": {"correct": values}}
         if setup == "other weights":
             record["weights"] = {"length": 1.0}

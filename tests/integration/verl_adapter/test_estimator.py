@@ -137,11 +137,13 @@ def test_batch_without_any_component_points_at_the_plugin_hook():
         run(data, algorithm())
 
 
-@pytest.mark.parametrize(("value", "kind"), [(None, "NoneType"), ("0.5", "str")])
+@pytest.mark.parametrize(("value", "kind"), [("0.5", "str"), ((1, 2), "tuple")])
 def test_non_numeric_component_is_rejected(value, kind):
+    # (None is no number either, but says the component does not apply: tests/integration/verl_adapter/test_variants.py)
     data, _ = rollout_batch()
     data.non_tensor_batch["length"][5] = value
-    with pytest.raises(ValueError, match=rf"'length' must hold one number per response; got values of type \['{kind}'\]"):
+    with pytest.raises(ValueError, match=rf"'length' must hold one number per response \(or None where it does not "
+                                         rf"apply\); got values of type \['{kind}'\]"):
         run(data, algorithm())
 
 

@@ -107,9 +107,12 @@ def test_signature_is_equal_exactly_when_all_components_are_equal():
     assert reward_signature([1.0, 0.0]) == reward_signature([True, -0.0])
 
 
-def test_a_missing_component_is_named_in_the_reward_worker():
-    with pytest.raises(ValueError, match=r"compute_score returned no 'lenght'.*gdpo_reward_keys"):
-        score(manager(reward_keys=("correct", "lenght")), sample("4"))
+def test_a_component_compute_score_leaves_out_does_not_apply_to_that_response():
+    # (a misspelled key then applies to no response: the estimator names it in a warning every step)
+    info = score(manager(reward_keys=("correct", "lenght")), sample("4"))["reward_extra_info"]
+    assert info["lenght"] is None
+    assert info[SIGNATURE_KEY] != score(manager(reward_keys=("correct", "length")), sample("4"))["reward_extra_info"][
+        SIGNATURE_KEY]
 
 
 def test_a_non_numeric_component_is_refused():

@@ -219,13 +219,14 @@ def test_metrics_logged_by_the_v1_stage_match_the_diagnostics_of_the_same_batch(
     assert metrics == pytest.approx(advantage_metrics(parts))
 
 
-def test_a_component_missing_from_some_samples_is_named(transfer_queue):
+def test_a_component_missing_from_some_samples_does_not_apply_to_them(transfer_queue):
     samples = random_samples(seed=7, groups=2, group_size=2)
     uid, session, output, length, info = samples[-1]
     samples[-1] = (uid, session, output, length, {"correct": 1.0})
     batch = put_samples(samples)
-    with pytest.raises(ValueError, match=r"'length' is missing from reward_extra_info of 1 of 4 samples"):
-        trainer()._compute_advantage(batch, {})
+    metrics = {}
+    trainer()._compute_advantage(batch, metrics)
+    assert metrics["gdpo/length/applies_frac"] == 0.75 and metrics["gdpo/correct/applies_frac"] == 1.0
 
 
 def test_unknown_reward_key_lists_what_the_samples_carry(transfer_queue):

@@ -996,7 +996,7 @@ print("after", sum(range(10)))
 "excepthook": "import sys\ndef hook(*a):\n    print('hooked', a[0].__name__)\nsys.excepthook = hook\n"
               "raise ValueError\n",
 "exit_in_atexit": "import atexit, sys\natexit.register(sys.exit, 5)\nprint('m')\n",
-"recursion": "import sys\nsys.setrecursionlimit(10**6)\ndef f(n):\n    return f(n+1)\nf(0)\n",
+"recursion": "import sys\nsys.setrecursionlimit(10**5)\ndef f(n):\n    return f(n+1)\nf(0)\n",
 "cycle_del": "import gc\nclass A:\n    def __del__(self):\n        print('cycle del')\na = A(); a.me = a\n"
              "del a\nprint('main')\n",
 "with_main": "if __name__ == '__main__':\n    print('main!', __file__)\n",

@@ -1,0 +1,135 @@
+"""The options beyond the paper through verl: its compute_advantage on a real DataProto (the legacy trainer's call),
+the V1 stage's TransferQueue reader, the reward loop's stacking, hydra-style settings and their start-up refusals."""
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import verl  # noqa: F401  (loads the entry point)
+from verl import DataProto
+from verl.trainer.ppo.ray_trainer import compute_advantage
+
+from gdpo_verl.core.advantage import gdpo_outcome_parts
+from gdpo_verl.verl_adapter.estimator import Step, fill_unapplied, running
+from gdpo_verl.verl_adapter.reward_manager import reward_signature, signature_components
+from gdpo_verl.verl_adapter.settings import check_config, settings_from_config
+from gdpo_verl.verl_adapter.transfer_queue import step_inputs_from_fields
+
+CORRECT = [1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0]
+CODE = [1.0, 0.0, 0.0, None, None, None, None, 0.5]  # applies to 4 of the 8 (prompt b: a math prompt)
+LENGTHS = [3, 4, 2, 5, 4, 4, 1, 3]
+UIDS = ["a", "a", "a", "b", "b", "b", "b", "a"]
+
+
+def batch():
+    mask = (torch.arange(5)[None] < torch.tensor(LENGTHS)[:, None]).long()
+    code = np.empty(8, dtype=object)
+    code[:] = CODE
+    scores = torch.zeros(8, 5)
+    non_tensors = {"uid": np.array(UIDS, dtype=object), "correct": np.array(CORRECT, dtype=object), "code": code}
+    tensors = {"response_mask": mask, "token_level_scores": scores, "token_level_rewards": scores.clone()}
+    return DataProto.from_dict(tensors=tensors, non_tensors=non_tensors), mask
+
+
+def algorithm(**gdpo):
+    return OmegaConf.create({"adv_estimator": "gdpo", "norm_adv_by_std_in_grpo": True, "use_kl_in_reward": False,
+                             "gdpo_reward_keys": ["correct", "code"], "gdpo": gdpo})
+
+
+@pytest.mark.parametrize("gdpo", [{}, {"conflict": "snr"}, {"baseline": "leave_one_out", "adaptive_weights": "saw"}],
+                         ids=str)
+def test_verl_compute_advantage_leaves_a_none_reward_out_of_its_group(gdpo):
+    data, mask = batch()
+    config = algorithm(**gdpo)
+    with running(Step(settings_from_config(config), global_step=3)) as step:
+        out = compute_advantage(data, adv_estimator="gdpo", norm_adv_by_std_in_grpo=True, config=config)
+    expected = gdpo_outcome_parts({"correct": CORRECT, "code": CODE}, LENGTHS, UIDS, **gdpo).final
+    torch.testing.assert_close(out.batch["advantages"], (expected[:, None] * mask).float())
+    assert step.metrics["gdpo/code/applies_frac"] == 0.5 and step.metrics["gdpo/correct/applies_frac"] == 1.0
+    assert step.metrics["gdpo/code/mean"] == pytest.approx(1.5 / 4)
+
+
+def test_a_component_that_applies_to_no_response_is_named_in_a_warning(caplog):
+    data, _ = batch()
+    data.non_tensor_batch["code"] = np.array([None] * 8, dtype=object)
+    config = algorithm()
+    with caplog.at_level(logging.WARNING, logger="gdpo_verl"):
+        with running(Step(settings_from_config(config), global_step=7)):
+            compute_advantage(data, adv_estimator="gdpo", norm_adv_by_std_in_grpo=True, config=config)
+    assert any("'code' applies to none of the 8 responses of step 7" in record.getMessage()
+               for record in caplog.records)
+
+
+def test_a_scheduled_weight_is_read_at_the_trainers_step():
+    data, _ = batch()
+    config = algorithm()
+    config.gdpo_reward_weights = {"correct": 1.0, "code": [[0, 0.0], [10, 2.0]]}
+    settings = settings_from_config(config)
+    for global_step, weight in ((0, 0.0), (5, 1.0), (40, 2.0)):
+        with running(Step(settings, global_step=global_step)) as step:
+            compute_advantage(data, adv_estimator="gdpo", norm_adv_by_std_in_grpo=True, config=config)
+        assert step.metrics["gdpo/code/weight"] == weight and step.metrics["gdpo/correct/weight"] == 1.0
+    with pytest.raises(ValueError, match="outside verl's trainer"):
+        compute_advantage(data, adv_estimator="gdpo", norm_adv_by_std_in_grpo=True, config=config)
+
+
+def test_the_v1_reader_takes_a_component_some_samples_left_out_as_not_applying():
+    keys = [f"u{i}_0_0" for i in range(3)]
+    infos = [{"reward_extra_info": {"correct": 1.0, "code": 0.5}}, {"reward_extra_info": {"correct": 0.0}},
+             {"reward_extra_info": {"correct": 1.0, "code": None}}]
+    inputs = step_inputs_from_fields(keys, {"extra_fields": infos}, ["correct", "code"])
+    assert inputs.components["code"].tolist() == [0.5, None, None]
+    mixed = [{"reward_extra_info": {"code": 1.0}}, {"reward_extra_info": {"token_level_scores_code": [1.0]}}]
+    with pytest.raises(ValueError, match="per token .* in some samples and one value"):
+        step_inputs_from_fields(keys[:2], {"extra_fields": mixed}, ["code"])
+
+
+def test_verls_stacking_of_reward_extra_info_gets_none_for_a_left_out_component():
+    infos = [fill_unapplied({"score": 1.0, "correct": 1.0}, ["correct", "code"]),
+             fill_unapplied({"score": 1.0, "correct": 0.0, "code": 1.0}, ["correct", "code"])]
+    # what verl's RewardLoopManager.compute_rm_score and the agent loop do with the samples' dicts
+    stacked = {key: np.array([info[key] for info in infos]) for key in infos[0]}
+    assert stacked["code"].tolist() == [None, 1.0]
+    # the signature tells "does not apply" from every value
+    assert len({reward_signature(signature_components(info, ["code"])) for info in
+                ({"code": None}, {"code": 0.0}, {"code": 1.0})}) == 3
+
+
+@pytest.mark.parametrize("gdpo, weights, filter_metric, message", [
+    ({"conflict": "hard"}, None, None, None),
+    ({"conflict": "maybe"}, None, None, r"algorithm.gdpo.conflict must be one of \('none', 'hard', 'snr'\)"),
+    ({"conflict_threshold": 1.5}, None, None, "conflict_threshold must be at most 1"),
+    ({"baseline": "median"}, None, None, "baseline must be one of"),
+    ({"adaptive_weights": "cv"}, None, None, "adaptive_weights must be one of"),
+    ({}, {"correct": 1.0, "code": [[5, 1.0], [5, 2.0]]}, None, "steps of a schedule must increase"),
+    ({}, {"correct": [[0, 0.0], [10, 1.0]], "code": [[0, 0.0], [20, 1.0]]}, None,
+     "at step 0, where the schedules give: every weight is 0"),
+    ({}, {"correct": [[0, 1.0], [10, -1.0]], "code": [[0, -1.0], [10, 1.0]]}, None, "at step 5"),
+    ({"adaptive_weights": "saw"}, None, "score", "filter_groups.metric=score with algorithm.gdpo.adaptive_weights"),
+    ({}, {"correct": 1.0, "code": [[0, 0.0], [10, 1.0]]}, "score", "filter_groups.metric=score with a scheduled"),
+    ({}, {"correct": 1.0, "code": [[0, 0.0], [10, 1.0]]}, "gdpo_signature", None),
+], ids=str)
+def test_options_are_checked_before_ray_starts(gdpo, weights, filter_metric, message):
+    config = OmegaConf.create({
+        "algorithm": {**algorithm(**gdpo), "gdpo_reward_weights": weights,
+                      "filter_groups": {"enable": filter_metric is not None, "metric": filter_metric}},
+        "reward": {"reward_manager": {"name": "gdpo_verl", "source": "register"}},
+        "trainer": {"use_v1": False},
+    })
+    if message is None:
+        check_config(config)
+    else:
+        with pytest.raises(ValueError, match=message):
+            check_config(config)
+
+
+@pytest.mark.parametrize("option", ["conflict=snr", "adaptive_weights=saw"])
+def test_an_option_between_components_is_refused_with_one_component(option):
+    name, value = option.split("=")
+    config = algorithm(**{name: value})
+    config.gdpo_reward_keys = ["correct"]
+    with pytest.raises(ValueError, match=f"algorithm.gdpo.{name}={value} works between reward components"):
+        settings_from_config(config)
