@@ -48,6 +48,8 @@ from gdpo_verl.verl_adapter.transfer_queue import fetch_groups, fetch_step_input
 
 # The legacy trainer hands the step's gdpo/ metrics from compute_advantage to compute_data_metrics on the batch.
 METRICS_KEY = "gdpo_verl_metrics"
+# ... and the step's reward keys to the compute_timing_metrics wrapper (applied_component_stats).
+REWARD_KEYS_KEY = "gdpo_verl_reward_keys"
 
 # The attribute of verl's trainer object that holds its run's RecordWriter (record_writer).
 RECORD_WRITER_ATTRIBUTE = "_gdpo_verl_record_writer"
@@ -182,6 +184,7 @@ def _wrap_legacy_trainer(module: ModuleType) -> None:
             if observing:
                 observe(step, data.batch["response_mask"], data.non_tensor_batch["uid"], data.non_tensor_batch)
             data.meta_info[METRICS_KEY] = step.metrics
+            data.meta_info[REWARD_KEYS_KEY] = list(settings.reward_keys)
             return data
 
         return compute_advantage
@@ -195,9 +198,43 @@ def _wrap_legacy_trainer(module: ModuleType) -> None:
 
         return compute_data_metrics
 
+    def timing_metrics_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def compute_timing_metrics(*args: Any, **kwargs: Any) -> dict:
+            metrics = original(*args, **kwargs)
+            batch = kwargs.get("batch", args[0] if args else None)
+            metrics.update(applied_component_stats(batch))
+            return metrics
+
+        return compute_timing_metrics
+
     wrap_attribute(module.RayPPOTrainer, "fit", fit_wrapper)
     wrap_attribute(module, "compute_advantage", advantage_wrapper)
     wrap_attribute(module, "compute_data_metrics", data_metrics_wrapper)
+    wrap_attribute(module, "compute_timing_metrics", timing_metrics_wrapper)
+
+
+def applied_component_stats(batch: Any) -> dict[str, float]:
+    """verl's legacy ``fit`` logs ``gdpo/<key>/{mean,std,max,min}`` of each component in ``non_tensor_batch`` (as
+    float32), just before ``compute_timing_metrics``; a component that does not apply to some response (None there)
+    gets NaN. This gives, for such a component, the same statistics over the responses it applies to, which the
+    metrics dict takes in place of verl's (from the wrapper of ``compute_timing_metrics``, merged right after)."""
+    import numpy as np
+
+    non_tensor = getattr(batch, "non_tensor_batch", None) or {}
+    meta_info = getattr(batch, "meta_info", None) or {}
+    stats: dict[str, float] = {}
+    for key in meta_info.get(REWARD_KEYS_KEY, ()):
+        values = non_tensor.get(key)
+        if values is None or getattr(values, "dtype", None) != object or not any(v is None for v in values):
+            continue
+        applied = np.asarray([v for v in values if v is not None], dtype=np.float32)
+        if applied.size:
+            stats.update({f"gdpo/{key}/mean": float(np.mean(applied)), f"gdpo/{key}/std": float(np.std(applied)),
+                          f"gdpo/{key}/max": float(np.max(applied)), f"gdpo/{key}/min": float(np.min(applied))})
+        else:  # applies to no response: there is no mean (verl's NaN says so too; the estimator warned)
+            stats.update({f"gdpo/{key}/{name}": float("nan") for name in ("mean", "std", "max", "min")})
+    return stats
 
 
 def record_writer(trainer: Any) -> RecordWriter:

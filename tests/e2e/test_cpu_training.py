@@ -1,7 +1,8 @@
 """Real GDPO training on the CPU, through verl's own main_ppo: the main job (two steps, beside a busy process per
 core); a run whose vLLM engine core is killed, which must stop by itself, with everything it started; and a run
 killed inside a step and resumed from its checkpoint, on verl's V1 and legacy trainers, with no step lost or
-doubled (the legacy trainer's runs without TransferQueue).
+doubled (the legacy trainer's runs without TransferQueue; the resumed runs on a mixed-task batch, with GD2PO's
+snr masking and a weight schedule).
 
 Nothing of verl is mocked: its V1 trainer, Ray, TransferQueue, the FSDP2 actor, the vLLM rollout server (vLLM's
 CPU build), the bucketed weight sync and the checkpoint all run for real, with this plugin's estimator,
@@ -252,11 +253,34 @@ def kill_the_driver_in_step_3(process: subprocess.Popen, out: Path) -> str:
     return stderr
 
 
+# The resumed runs train on a mixed-task batch (tests/fixtures/mixed_task/reward.py: the length component does not
+# apply to half the prompts, left out of compute_score's dict or None), with GD2PO's snr masking and the length
+# weight on a schedule, 0.5 at step 0 rising to 1.0 at step 4: a resumed run must read it at the step it resumes at.
+MIXED_TASK = ("algorithm.gdpo.conflict=snr",
+              f"reward.custom_reward_function.path={ROOT / 'tests' / 'fixtures' / 'mixed_task' / 'reward.py'}",
+              "algorithm.gdpo_reward_weights={correct:1.0,length:[[0,0.5],[4,1.0]]}")
+
+
+def check_mixed_task_steps(out: Path, steps: list[int]) -> None:
+    """The steps trained with MIXED_TASK: length applied to the even-numbered prompts alone, snr masking logged, and
+    the scheduled weight read at each step's global step."""
+    metrics, records = check_run.step_metrics(out), check_run.step_records(out)
+    for step in steps:
+        data, record = metrics[step], records[step]
+        assert data["gdpo/length/applies_frac"] == 0.5 and data["gdpo/correct/applies_frac"] == 1.0
+        assert "gdpo/conflict_masked_frac" in data and record["conflict"] == "snr"
+        assert data["gdpo/length/weight"] == record["weights"]["length"] == 0.5 + 0.5 * step / 4
+        lengths = record["rewards"]["length"]
+        assert lengths.count(None) == len(lengths) // 2 and all(value in (0.0, 1.0) for value in lengths if value is not None)
+        # verl logs its own gdpo/<key>/mean from the batch; over the responses the component applies to, not NaN
+        assert 0.0 <= data["gdpo/length/mean"] <= 1.0
+
+
 @pytest.mark.parametrize("trainer", ["v1", "legacy"])
 def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or_doubled(request, tmp_path, trainer):
     # verl's V1 trainer (its default) and the legacy one (RayPPOTrainer.fit): both number the records by their
     # own global step, so both must resume the same way
-    every_step = ["trainer.save_freq=1", f"trainer.use_v1={trainer == 'v1'}"]
+    every_step = ["trainer.save_freq=1", f"trainer.use_v1={trainer == 'v1'}", *MIXED_TASK]
     # the legacy trainer's runs see no TransferQueue, as on verl's neo branch or an install without it: the legacy
     # trainer must stand on its own (tests/fixtures/other_verl/sitecustomize.py hides it from every process); the
     # V1 trainer's runs have it
@@ -291,6 +315,9 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
     assert "were moved to gdpo_steps.superseded.jsonl" in (tmp_path / "run.log").read_text()
     if trainer == "legacy":  # verl's processes looked for TransferQueue and did not find it
         assert "transfer_queue" in (tmp_path / "no_transfer_queue.txt").read_text().split()
+    # the V1 run's steps 1 and 2 are the main job's (the math reward alone, weights 1); on from step 3, and on the
+    # legacy trainer from step 1, the mixed-task batch
+    check_mixed_task_steps(tmp_path, [3, 4] if trainer == "v1" else [1, 2, 3, 4])
 
 
 def test_the_run_finishes_beside_as_many_busy_processes_as_the_machine_has_cores(run):

@@ -7,7 +7,7 @@ from importlib.resources import files
 import pytest
 from omegaconf import OmegaConf
 
-from gdpo_verl.core.advantage import DEFAULT_BATCH_NORM, DEFAULT_EPS
+from gdpo_verl.core.advantage import DEFAULT_BATCH_NORM, DEFAULT_EPS, GdpoOptions
 from gdpo_verl.verl_adapter.settings import OPTION_DEFAULTS, settings_from_config
 
 
@@ -55,5 +55,9 @@ def test_packaged_config_declares_every_option_with_the_default_the_code_uses():
     assert (declared.gdpo.batch_norm, declared.gdpo.eps) == (DEFAULT_BATCH_NORM, DEFAULT_EPS)
     settings = settings_from_config({"gdpo_reward_keys": ["correct"]})
     assert (settings.options.batch_norm, settings.options.eps, settings.dump_dir) == (DEFAULT_BATCH_NORM, DEFAULT_EPS, None)
+    # and the options beyond the paper's: the yaml's defaults are the core's (GdpoOptions)
+    core = GdpoOptions()
+    for name in ("baseline", "conflict", "conflict_threshold", "adaptive_weights"):
+        assert declared.gdpo[name] == getattr(core, name) == getattr(settings.options, name), name
     assert declared.gdpo_reward_keys is None and declared.gdpo_reward_weights is None
     assert declared.norm_adv_by_std_in_grpo is True and declared.use_kl_in_reward is False

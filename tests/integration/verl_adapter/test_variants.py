@@ -133,3 +133,29 @@ def test_an_option_between_components_is_refused_with_one_component(option):
     config.gdpo_reward_keys = ["correct"]
     with pytest.raises(ValueError, match=f"algorithm.gdpo.{name}={value} works between reward components"):
         settings_from_config(config)
+
+
+def test_the_legacy_trainers_own_component_statistics_are_taken_over_the_responses_a_component_applies_to():
+    # verl's legacy fit logs gdpo/<key>/{mean,std,max,min} with np.mean over non_tensor_batch (NaN with a None);
+    # the compute_timing_metrics wrapper, merged right after, gives them over the responses the component applies to
+    from verl.trainer.ppo import ray_trainer
+
+    from gdpo_verl.verl_adapter.trainer_hooks import REWARD_KEYS_KEY
+
+    data, mask = batch()
+    data.batch["responses"] = torch.zeros_like(mask)
+    data.batch["attention_mask"] = torch.cat([torch.ones(8, 3, dtype=mask.dtype), mask], dim=1)
+    data.meta_info[REWARD_KEYS_KEY] = ["correct", "code"]
+    metrics = ray_trainer.compute_timing_metrics(batch=data, timing_raw={})
+    assert metrics["gdpo/code/mean"] == pytest.approx(1.5 / 4) and metrics["gdpo/code/max"] == 1.0
+    assert metrics["gdpo/code/min"] == 0.0 and "gdpo/correct/mean" not in metrics  # verl's own stands there
+
+
+def test_a_per_token_component_that_is_none_for_a_response_does_not_apply_to_it():
+    from gdpo_verl.verl_adapter.estimator import gather_rewards
+
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 1]])
+    per_response = {"token_level_scores_fmt": np.array([[0.5, 0.5], None, [1.0], [0.0, 0.0, 0.25]], dtype=object)}
+    rewards, applies = gather_rewards(["fmt"], mask, per_response, {})
+    assert applies["fmt"].tolist() == [True, False, True, True]
+    assert rewards["fmt"].sum(dim=1).tolist() == [1.0, 0.0, 1.0, 0.25]

@@ -210,3 +210,21 @@ def test_the_steps_where_all_weights_could_vanish_include_every_zero_crossing():
     weights = {"a": WeightSchedule(((0, 1.0), (10, -1.0))), "b": WeightSchedule(((0, -1.0), (10, 1.0)))}
     assert 5 in schedule_breakpoints(weights)  # both cross 0 at step 5
     assert schedule_breakpoints({"a": WeightSchedule(((0, 1.0), (3, -2.0)))}) == [0, 1, 3]
+
+
+def test_sessions_take_the_options_on_their_last_outputs_and_give_every_output_its_sessions_advantage():
+    from gdpo_verl.core.advantage import Sessions
+
+    # 3 sessions of prompt p (2, 1 and 2 outputs) and 2 of prompt q; the last output of each stands for it
+    final_rows, row_session = [1, 2, 4, 5, 6], torch.tensor([0, 0, 1, 2, 2, 3, 4])
+    correct = torch.tensor([9.0, 1.0, 0.0, 9.0, 1.0, 0.0, 1.0])  # rows 0 and 3 are not the last: never read
+    code = torch.tensor([9.0, 1.0, 0.0, 9.0, 0.5, 0.0, 0.0])
+    applies = {"code": torch.tensor([True, True, True, True, True, False, False])}
+    mask = torch.ones(7, 3)
+    options = {"conflict": "hard", "baseline": "leave_one_out", "adaptive_weights": "saw", "batch_norm": "sequence"}
+    parts = gdpo_parts({"correct": correct, "code": code}, mask, np.array(list("pppppqq"), dtype=object),
+                       sessions=Sessions(final_rows, row_session), applies=applies, **options)
+    alone = gdpo_outcome_parts({"correct": [1.0, 0.0, 1.0, 0.0, 1.0], "code": [1.0, 0.0, 0.5, None, None]},
+                               [3] * 5, list("pppqq"), **options)
+    np.testing.assert_allclose(parts.final.numpy(), alone.final.numpy())
+    np.testing.assert_allclose(parts.advantages[:, 0].numpy(), alone.final[row_session].float().numpy())
