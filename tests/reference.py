@@ -99,7 +99,9 @@ def reference_variants(scores, valid, index, weights=None, *, applies=None, base
                 others.remove(x)
                 centered = x - statistics.fmean(others)
                 spread = statistics.stdev(others) if len(others) >= 2 else 0.0
-                z = centered / (spread + eps) if norm_by_std and spread > 0 else centered
+                if len(others) < 2 or len(set(others)) == 1:  # the others are equal: the group's std scales instead
+                    spread = statistics.stdev(group)
+                z = centered / (spread + eps) if norm_by_std else centered
             contributions[b][k] = weights[name] * z
 
     keep = [True] * size

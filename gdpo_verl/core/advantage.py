@@ -40,6 +40,9 @@ DEFAULT_EPS = 1e-6
 
 # verl's masked_whiten adds this to the variance before the inverse square root.
 WHITEN_VAR_EPS = 1e-8
+# Leave-one-out: the other responses of a group count as equal when the sum of their squared deviations is below
+# this fraction of the group's (their std below ~1e-6 of the group's; round-off leaves ~1e-16 where they are equal).
+OTHERS_EQUAL_RTOL = 1e-12
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,7 @@ def gdpo_outcome_parts(
         index: ``(B,)`` group ids: verl's ``uid`` numpy object array, a list, or an integer tensor.
         weights: reward name -> weight on that reward's normalized advantage; ``None`` weighs all 1.0.
         conditions: keep a reward only where another reaches a threshold (``Condition``), before step 1. Where
-            the ``given`` reward does not apply, the condition is not met.
+            the ``given`` reward does not apply, the conditioned one does not apply either.
         norm_by_std: divide by the group std (step 1); False only centres (verl's ``norm_adv_by_std_in_grpo``).
         batch_norm: ``"token"`` (verl's masked whitening), ``"sequence"`` (the paper's Eq. 6) or ``"none"``.
         eps: added to every std.
@@ -191,6 +194,11 @@ def gdpo_outcome_parts(
     group, num_groups = group_ids(index, raw_scores.shape[0], raw_scores.device)
 
     rewards = apply_conditions(raw_scores, names, options.conditions, applied)
+    if applied is not None and options.conditions:  # a condition on a reward that does not apply: neither does this
+        gated = applied.clone()
+        for condition in options.conditions:
+            gated[:, names.index(condition.reward)] &= applied[:, names.index(condition.given)]
+        applied = gated
     normalized = group_normalize(rewards, group, num_groups, norm_by_std=options.norm_by_std, eps=options.eps,
                                  applies=applied, baseline=options.baseline)  # step 1
     weight = base_weight.to(normalized.device)
@@ -253,7 +261,8 @@ def gdpo_advantage(
         response_mask: ``(B, T)`` 1 on valid response tokens, 0 elsewhere.
         index, weights: as for ``gdpo_outcome_parts``.
         options: the keyword options of ``gdpo_outcome_parts`` (``conditions``, ``norm_by_std``,
-            ``batch_norm``, ``eps``), with its defaults.
+            ``batch_norm``, ``eps``, ``baseline``, ``conflict``, ``conflict_threshold``, ``adaptive_weights``), with its
+            defaults, and ``applies`` (reward name -> ``(B,)`` bool, False where the reward does not apply).
 
     Returns:
         ``(B, T)`` float32 advantages, zero outside ``response_mask``.
@@ -375,8 +384,9 @@ def group_normalize(
             statistics and normalizes to 0. None: every value applies.
         baseline: ``"mean"``: ``(x - mean) / (std + eps)`` over the group. ``"leave_one_out"`` (NeMo-RL's
             ``use_leave_one_out_baseline``): ``(x_i - mean_{-i}) / (std_{-i} + eps)``, the mean and the unbiased
-            std of the group's other values; where that std is 0 (the others are all equal, or there is one other)
-            the value is only centred, as NeMo-RL divides by the std only where it is positive.
+            std of the group's other values; where that std is 0 (the others are all equal, up to round-off, or
+            there is one other) the group's unbiased std divides instead (NeMo-RL leaves such a value unscaled,
+            so its size would follow the reward's scale).
 
     Returns:
         ``(B, K)`` float64. A group whose values are all equal, including a group of one, gives exactly 0 (values
@@ -407,11 +417,15 @@ def group_normalize(
         # mean_{-i} = mean - d_i / (n - 1); the others' squared deviations about their own mean:
         # sum_j d_j^2 - d_i^2 - (n - 1) * (d_i / (n - 1))^2 = sum_j d_j^2 - d_i^2 * n / (n - 1)   (d = x - mean)
         z = deviation * n / others
-        if norm_by_std:  # the unbiased std of the n - 1 others, where they are not all equal
+        if norm_by_std:  # the unbiased std of the n - 1 others
+            unit = largest[group]
             spread = (squares[group] - scaled * scaled * n / others).clamp(min=0)
-            std = largest[group] * (spread / (n - 2).clamp(min=1)).sqrt()
-            # decided exactly, not from the std (round-off leaves ~1e-17 where it is 0, and 1 / (1e-17 + eps) ~ 1e6)
-            z = torch.where(_others_equal(x, group, num_groups, weight, n), z, z / (std + eps))
+            std = unit * (spread / (n - 2).clamp(min=1)).sqrt()
+            # Where the others are equal (or there is one other), their std is 0: the group's std scales instead.
+            # "Equal" up to round-off: 0.1 + 0.2 and 0.3 leave a std of ~1e-17, and 1 / (1e-17 + eps) ~ 1e6.
+            group_std = unit * (squares[group] / others).sqrt()
+            alone = (n <= 2) | (spread <= OTHERS_EQUAL_RTOL * squares[group])
+            z = deviation * n / others / (torch.where(alone, group_std, std) + eps)
     elif norm_by_std:
         std = largest * (squares / (counts - ddof).clamp(min=1)).sqrt()
         z = deviation / (std[group] + eps)
@@ -423,21 +437,6 @@ def group_normalize(
     if present is not None:
         varies = varies & present
     return torch.where(varies, z, zero)
-
-
-def _others_equal(x: torch.Tensor, group: torch.Tensor, num_groups: int, weight: torch.Tensor,
-                  n: torch.Tensor) -> torch.Tensor:
-    """``(B, K)`` bool: True where the other values of the group (``weight`` 1 where a value counts) are all equal
-    (or fewer than 2): the group is constant, or value i alone stands apart from the n - 1 others."""
-    rows = group.unsqueeze(1).expand_as(x)
-    shape = (num_groups, x.shape[1])
-    high = x.new_full(shape, -math.inf).scatter_reduce_(0, rows, torch.where(weight > 0, x, -math.inf), "amax")[group]
-    low = x.new_full(shape, math.inf).scatter_reduce_(0, rows, torch.where(weight > 0, x, math.inf), "amin")[group]
-    at_high = x.new_zeros(shape).index_add_(0, group, weight * (x == high))[group]
-    at_low = x.new_zeros(shape).index_add_(0, group, weight * (x == low))[group]
-    alone_high = (x == high) & (at_high == 1) & (at_low == n - 1)
-    alone_low = (x == low) & (at_low == 1) & (at_high == n - 1)
-    return (n <= 2) | (high == low) | alone_high | alone_low
 
 
 def group_varies(
@@ -484,12 +483,6 @@ def batch_normalize(
         weight, unit = (valid_tokens > 0).to(torch.float64), "responses with a valid token"
     else:
         raise ValueError(f"batch_norm must be one of {BATCH_NORMS}; got {mode!r}.")
-    if keep is not None:
-        weight = weight * keep
-        if weight.sum().item() < 2:
-            return torch.zeros_like(advantages), 0.0, 1.0
-        normalized, mean, scale = batch_normalize(advantages, valid_tokens * keep, mode, eps)
-        return normalized * keep, mean, scale
     total = weight.sum()
     count = total.item()
     if count < 2:
@@ -497,6 +490,11 @@ def batch_normalize(
             f"batch_norm={mode!r} needs at least 2 {unit} in the batch to estimate a variance; got {int(count)}. "
             "Check the response_mask, or use batch_norm='none'."
         )
+    if keep is not None:
+        if (weight * keep).sum().item() < 2:  # (nearly) everything masked: nothing to train on this batch
+            return torch.zeros_like(advantages), 0.0, 1.0
+        normalized, mean, scale = batch_normalize(advantages, valid_tokens * keep, mode, eps)
+        return normalized * keep, mean, scale
     mean = (weight * advantages).sum() / total
     centered = advantages - mean
     var = (weight * centered * centered).sum() / (total - 1)

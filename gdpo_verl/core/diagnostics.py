@@ -55,7 +55,8 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
         ``gdpo/collapsed_group_frac``: fraction of groups where two responses with different reward vectors
         get the same GDPO advantage, and ``gdpo/grpo_collapsed_group_frac`` the same under GRPO on the
         weighted summed reward (the paper's advantage collapse, counted in the batch).
-        ``gdpo/conflict_masked_frac`` (with ``conflict``): fraction of responses masked for conflicting rewards.
+        ``gdpo/conflict_masked_frac`` (with ``conflict``): fraction of responses masked for conflicting rewards;
+        cancelled groups are counted before the masking, distinct and collapsed advantages among the kept responses.
     """
     keep = parts.valid_tokens > 0
     if not bool(keep.all()):
@@ -90,7 +91,7 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
 
     any_varies = varies.any(dim=1)
     largest_term = _group_abs_max(contributions.abs().amax(dim=1), group, num_groups)
-    largest_sum = _group_abs_max(parts.summed, group, num_groups)
+    largest_sum = _group_abs_max(contributions.sum(dim=1), group, num_groups)  # before any conflict masking
     cancelled = any_varies & (largest_sum <= CANCEL_RTOL * largest_term)
     metrics[CANCELLED] = cancelled.to(torch.float64).mean().item()
     conflict = (parts.normalized > 0).any(dim=1) & (parts.normalized < 0).any(dim=1)
@@ -105,9 +106,16 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
                            norm_by_std=options.norm_by_std, eps=options.eps)[:, 0]
     # A reward that does not apply is a value of its own (its score there is 0, like a real 0).
     rows = parts.scores if applies is None else torch.cat([parts.scores, applies.to(torch.float64)], dim=1)
-    combinations = distinct_counts(_row_ids(rows).to(torch.float64), group, num_groups)
+    row_ids = _row_ids(rows).to(torch.float64)
+    # Responses GD2PO masked (advantage 0) are left out of the counts: their 0 is no advantage they earned.
+    kept = parts.keep if parts.keep is not None and not bool(parts.keep.all()) else None
+    if kept is not None:
+        row_ids, group, grpo, final = row_ids[kept], group[kept], grpo[kept], parts.final[kept]
+    else:
+        final = parts.final
+    combinations = distinct_counts(row_ids, group, num_groups)
     for distinct, collapsed, values in (
-        (DISTINCT, COLLAPSED, parts.final),
+        (DISTINCT, COLLAPSED, final),
         (GRPO_DISTINCT, GRPO_COLLAPSED, grpo),
     ):
         counts = distinct_counts(values, group, num_groups)

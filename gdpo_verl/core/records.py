@@ -368,13 +368,14 @@ def _from_verl_dump(path: Path, rows: Iterator[tuple[int, Any]], rewards: Sequen
             raise ValueError(f"{where}: rewards {missing} are not in the dump; its fields are {sorted(row)}.")
         step = _whole(where, "step", row["step"])
         for name in rewards:
-            if not _is_dump_reward(row[name]):
-                raise ValueError(f"{where}: reward {name!r} must be a finite number; got {_describe(row[name])}.")
+            if row[name] is not None and not _is_dump_reward(row[name]):
+                raise ValueError(f"{where}: reward {name!r} must be a finite number (null where it does not apply); "
+                                 f"got {_describe(row[name])}.")
         text = str(row["input"])
         _, uids, values = by_step.setdefault(step, (where, [], {name: [] for name in rewards}))
         uids.append(prompts.setdefault(text, text))
         for name in rewards:
-            values[name].append(float(row[name]))
+            values[name].append(None if row[name] is None else float(row[name]))
     # verl's dump has no uid: the rollouts of one prompt share its text.
     return [
         StepRecord(step=step, uid=uids, rewards=values, response_length=None, batch_norm="sequence", source=where)

@@ -48,14 +48,36 @@ def find_reward(key: str, *places: Container[str]) -> tuple[str | None, bool]:
     return None, False
 
 
-def fill_unapplied(info: dict, keys: Any) -> dict:
+def fill_unapplied(info: dict, keys: Any, forms: dict | None = None) -> dict:
     """Set each GDPO component that ``info`` (a response's ``reward_extra_info``) lacks, in both its forms, to None:
     it does not apply to that response. verl stacks the samples' values by the first sample's keys, so a key some
-    samples lack would otherwise raise there (or vanish when the first sample lacks it)."""
-    for key in keys:
-        if find_reward(str(key), info)[0] is None:
-            info[str(key)] = None
+    samples lack would otherwise raise there (or vanish when the first sample lacks it).
+
+    A per-token component (``token_level_scores_<key>``) cannot have such a gap: verl stacks per-token lists into one
+    array. One that is None, or (``forms``: what this caller saw of each key before, updated here) is per token in
+    one response and missing or None in another, is refused naming the fix."""
+    for key in map(str, keys):
+        found, token_level = find_reward(key, info)
+        if found is None:
+            info[key] = None
+        if token_level and info[found] is None:
+            raise ValueError(per_token_gap(key))
+        if forms is not None:
+            form = "per token" if token_level else "gap" if info.get(key) is None else "value"
+            seen = forms.setdefault(key, set())
+            seen.add(form)
+            if {"per token", "gap"} <= seen:
+                raise ValueError(per_token_gap(key))
     return info
+
+
+def per_token_gap(key: str) -> str:
+    """The error for a per-token component that does not apply to some responses."""
+    return (f"reward component {key!r} is per token ({TOKEN_LEVEL_PREFIX}{key}) and does not apply to some responses "
+            "(None, or left out of compute_score's dict): verl stacks per-token scores into one array, which cannot "
+            f"hold a gap. For a component that applies to some responses only, return one value per response "
+            f"({key!r}, None where it does not apply); or return per-token scores for every response (zeros where "
+            "nothing is paid).")
 
 
 @dataclass(frozen=True)
@@ -159,12 +181,22 @@ def observe(step: Step, response_mask: torch.Tensor, index: Any, non_tensor_batc
 
 
 def warn_unapplied(parts: GdpoParts, global_step: int | None) -> None:
-    """Name, in a warning, each component that applies to no response of the step (it gave GDPO nothing)."""
+    """Name, in a warning, each component that applies to no response of the step (it gave GDPO nothing); when none
+    applies to any response, there is nothing to train on: an error naming the keys."""
     if parts.applies is None:
         return
     responses = parts.valid_tokens > 0
+    unapplied = [name for k, name in enumerate(parts.names) if not bool((parts.applies[:, k] & responses).any())]
+    if unapplied == list(parts.names) and bool(responses.any()):
+        raise ValueError(
+            f"none of the GDPO reward components {unapplied} applies to any response of "
+            f"{'the batch' if global_step is None else f'step {global_step}'}: "
+            "compute_score returned None for each, or left them out of its dict (or returned a plain number), every "
+            "time, so every advantage would be 0. Make compute_score return a dict with the components that "
+            "algorithm.gdpo_reward_keys lists (by those names)."
+        )
     for k, name in enumerate(parts.names):
-        if not bool((parts.applies[:, k] & responses).any()):
+        if name in unapplied:
             logger.warning(
                 "GDPO reward component %r applies to none of the %d responses of step %s (compute_score returned None "
                 "for it, or left it out, every time): it gave this step's advantages nothing. If that is not meant, "

@@ -93,6 +93,7 @@ class GdpoRewardManager(NaiveRewardManager):
         self.signature_keys = tuple(keys) if keys else ()
         self.max_response_length = config.get("data", {}).get("max_response_length", None)
         self.timeout_s = reward_timeout(config.algorithm.get("gdpo", None))
+        self.forms: dict[str, set[str]] = {}  # how each component came, for fill_unapplied
 
     async def run_single(self, data: DataProto) -> dict:
         data = data[-1:]  # like verl's managers: the last output of a multi-output sample is scored
@@ -113,7 +114,7 @@ class GdpoRewardManager(NaiveRewardManager):
                 "the limit if it is that slow by design."
             ) from exc
         info = result["reward_extra_info"]
-        fill_unapplied(info, self.signature_keys)
+        fill_unapplied(info, self.signature_keys, self.forms)
         for key in [key for key in info if key.startswith(TOKEN_LEVEL_PREFIX) and info[key] is not None]:
             info[key] = pad_token_scores(key, info[key], response_length, self.max_response_length)
         if self.signature_keys:

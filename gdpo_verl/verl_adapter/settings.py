@@ -140,6 +140,12 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
     except ValueError as exc:
         raise ValueError(f"algorithm.gdpo.{exc}") from exc
     _check_variants(keys, options)
+    threshold = merged["conflict_threshold"]
+    if threshold != OPTION_DEFAULTS["conflict_threshold"] and options.conflict != "snr":
+        raise ValueError(
+            f"algorithm.gdpo.conflict_threshold={threshold} is read by algorithm.gdpo.conflict=snr only, and conflict "
+            f"is {options.conflict}: it would be ignored. Set conflict=snr, or leave the threshold at its default."
+        )
     return GdpoSettings(keys, weights, options, dump_dir)
 
 

@@ -224,7 +224,7 @@ def applied_component_stats(batch: Any) -> dict[str, float]:
     non_tensor = getattr(batch, "non_tensor_batch", None) or {}
     meta_info = getattr(batch, "meta_info", None) or {}
     stats: dict[str, float] = {}
-    for key in meta_info.get(REWARD_KEYS_KEY, ()):
+    for key in meta_info.pop(REWARD_KEYS_KEY, ()):
         values = non_tensor.get(key)
         if values is None or getattr(values, "dtype", None) != object or not any(v is None for v in values):
             continue
@@ -276,7 +276,7 @@ def _wrap_reward_loop_worker(module: ModuleType) -> None:
             keys = algorithm.get("gdpo_reward_keys", None) if algorithm is not None else None
             info = result.get("reward_extra_info", None) if isinstance(result, dict) else None
             if keys and isinstance(info, dict):
-                fill_unapplied(info, keys)
+                fill_unapplied(info, keys, self.__dict__.setdefault("_gdpo_verl_forms", {}))
             return result
 
         return compute_score

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gdpo_verl.verl_adapter.estimator import StepInputs, reward_fields
+from gdpo_verl.verl_adapter.estimator import StepInputs, per_token_gap, reward_fields
 
 
 def fetch_step_inputs(keys: Sequence[str], partition_id: str, reward_keys: Sequence[str]) -> StepInputs:
@@ -65,15 +65,16 @@ def step_inputs_from_fields(keys: Sequence[str], fields: Mapping[str, Any], rewa
             absent.append(key)
             continue
         # A sample without the component: compute_score left it out, so it does not apply there (None).
-        other = [sample for sample, info in zip(keys, infos, strict=True)
-                 if found not in info and any(name in info for name in names)]
-        if other:
+        values = [info.get(found) for info in infos]
+        other = [sample for sample, info in zip(keys, infos, strict=True) if found not in info and names[1] in info]
+        if found == names[0] and (other or any(value is None for value in values)):
+            if all(info.get(names[1]) is None for info in infos if found not in info):  # a gap in a per-token one
+                raise ValueError(per_token_gap(key))
             raise ValueError(
-                f"reward component {key!r} is per token ({reward_fields(key)[0]!r}) in some samples and one value "
-                f"({key!r}) in others (first: {other[0]!r}). compute_score must return it the same way for every "
-                "response."
+                f"reward component {key!r} is per token ({names[0]!r}) in some samples and one value ({key!r}) in "
+                f"others (first: {other[0]!r}). compute_score must return it the same way for every response."
             )
-        components[found] = _object_array([info.get(found) for info in infos])
+        components[found] = _object_array(values)
     if absent and infos:
         # Only for the estimator's error message: the keys every sample does carry.
         for name in set.intersection(*(set(info) for info in infos)):

@@ -93,3 +93,13 @@ def test_a_run_without_the_plugin_metrics_or_steps_fails(tmp_path):
         f"step 2: not in {tmp_path / 'metrics.jsonl'} (the run stopped before it)",
         f"no checkpoint for step 2 under {tmp_path / 'checkpoints'}",
     ]
+
+
+def test_a_step_on_stale_rollouts_is_named_and_its_probs_diff_not_held_against_the_weight_sync(tmp_path):
+    # trainer.v1.trainer_mode=colocate_async trains a step on rollouts of the policy before: vLLM and the actor differ
+    write_run(tmp_path, metrics={"training/rollout_probs_diff_max": 0.08, check_run.STALENESS: 1})
+    lines, problems = check_run.check(tmp_path, 1)
+    assert problems == [] and any("rollouts up to 1 policy version(s) old" in line for line in lines)
+    fresh = tmp_path / "fresh"
+    write_run(fresh, metrics={"training/rollout_probs_diff_max": 0.08, check_run.STALENESS: 0})
+    assert any("the weight sync did not reach" in problem for problem in check_run.check(fresh, 1)[1])

@@ -54,7 +54,10 @@ def test_demo_on_user_rollouts_reports_collapse(tmp_path, capsys):
         ),
         ('{"uid": "a", "response_length": 3, "x": 1}\n3\n', ":2: expected a JSON object"),
         ("null\n", ":1: expected a JSON object"),
-        ('{"uid": "a", "response_length": 3, "x": null}\n', "rewards must be finite numbers; got {'x': None}"),
+        ('{"uid": "a", "response_length": 3, "x": "1"}\n', "rewards must be finite numbers (null where one does not "
+                                                           "apply); got {'x': '1'}"),
+        ('{"uid": "a", "response_length": 3, "x": null}\n', "none of the GDPO reward components ['x'] applies to any "
+                                                           "response of the batch"),
         ('{"uid": "a", "response_length": 3, "x": [1]}\n', "rewards must be finite numbers"),
         ('{"uid": "a", "response_length": 3, "x": NaN}\n', "rewards must be finite numbers"),
         ('{"uid": "a", "response_length": 99999999999, "x": 1}\n', "response_length must be a whole number from 1 to"),

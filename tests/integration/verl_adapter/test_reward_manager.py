@@ -222,3 +222,28 @@ def test_a_bad_reward_timeout_is_refused(value):
     config = OmegaConf.create({"algorithm": {"gdpo_reward_keys": None, "gdpo": {"reward_timeout_s": value}}, "reward": {}})
     with pytest.raises(ValueError, match=r"algorithm.gdpo.reward_timeout_s \(seconds, or null\)"):
         GdpoRewardManager(config, tiny_tokenizer(), compute_score)
+
+
+def test_verls_own_reward_manager_marks_a_left_out_component_as_not_applying_in_the_reward_worker():
+    # verl's RewardLoopWorker (its compute_score, the one every reward manager's result passes through, on both
+    # trainers) with verl's "naive" manager. The worker is made without __init__, which would load a tokenizer
+    # from the hub; its compute_score and the manager are verl's own.
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    def code_on_even_prompts(data_source, solution_str, ground_truth, extra_info, **kwargs):
+        result = {"score": 1.0, "correct": 1.0}
+        if extra_info["index"] % 2 == 0:
+            result["code"] = 0.5
+        return result
+
+    config = OmegaConf.create({"algorithm": {"gdpo_reward_keys": ["correct", "code"]},
+                               "reward": {"custom_reward_function": {"path": "test.py"}}})
+    worker = RewardLoopWorker.__new__(RewardLoopWorker)
+    worker.config = config
+    worker.reward_manager = get_reward_manager_cls("naive")(config, tiny_tokenizer(), code_on_even_prompts)
+    outputs = [worker.reward_manager.loop.run_until_complete(worker.compute_score(sample("4", extra_info={"index": i})))
+               for i in (1, 2)]
+    infos = [output["reward_extra_info"] for output in outputs]
+    assert [info["code"] for info in infos] == [None, 0.5]
+    # what verl's RewardLoopManager.compute_rm_score and the agent loop do next: stack by the first sample's keys
+    assert np.array([info["code"] for info in infos]).tolist() == [None, 0.5]

@@ -102,6 +102,8 @@ def test_verls_stacking_of_reward_extra_info_gets_none_for_a_left_out_component(
     ({"conflict": "hard"}, None, None, None),
     ({"conflict": "maybe"}, None, None, r"algorithm.gdpo.conflict must be one of \('none', 'hard', 'snr'\)"),
     ({"conflict_threshold": 1.5}, None, None, "conflict_threshold must be at most 1"),
+    ({"conflict_threshold": 0.5}, None, None, "is read by algorithm.gdpo.conflict=snr only, and conflict is none"),
+    ({"conflict": "snr", "conflict_threshold": 0.5}, None, None, None),
     ({"baseline": "median"}, None, None, "baseline must be one of"),
     ({"adaptive_weights": "cv"}, None, None, "adaptive_weights must be one of"),
     ({}, {"correct": 1.0, "code": [[5, 1.0], [5, 2.0]]}, None, "steps of a schedule must increase"),
@@ -159,3 +161,39 @@ def test_a_per_token_component_that_is_none_for_a_response_does_not_apply_to_it(
     rewards, applies = gather_rewards(["fmt"], mask, per_response, {})
     assert applies["fmt"].tolist() == [True, False, True, True]
     assert rewards["fmt"].sum(dim=1).tolist() == [1.0, 0.0, 1.0, 0.25]
+
+
+def test_a_per_token_component_with_a_gap_is_refused_naming_the_fix():
+    keys = ["u0_0_0", "u1_0_0"]
+    for second in ({"code": None}, {}, {"token_level_scores_code": None}):
+        infos = [{"reward_extra_info": {"token_level_scores_code": [1.0]}}, {"reward_extra_info": second}]
+        with pytest.raises(ValueError, match="'code' is per token .* does not apply to some responses .* return "
+                                             "one value per response"):
+            step_inputs_from_fields(keys, {"extra_fields": infos}, ["code"])
+    # in the reward worker, response by response: a None per-token list at once; a gap after a per-token one
+    with pytest.raises(ValueError, match="is per token"):
+        fill_unapplied({"token_level_scores_code": None}, ["code"])
+    forms = {}
+    fill_unapplied({"token_level_scores_code": [1.0]}, ["code"], forms)
+    with pytest.raises(ValueError, match="is per token"):
+        fill_unapplied({"score": 1.0}, ["code"], forms)
+    fill_unapplied({"code": None}, ["code"], {})  # one value per response: a gap is allowed
+
+
+def test_a_step_where_no_component_applies_to_any_response_stops_naming_the_keys():
+    data, _ = batch()
+    data.non_tensor_batch["code"] = np.array([None] * 8, dtype=object)
+    data.non_tensor_batch["correct"] = np.array([None] * 8, dtype=object)
+    config = algorithm()
+    with running(Step(settings_from_config(config), global_step=2)):
+        with pytest.raises(ValueError, match=r"none of the GDPO reward components \['correct', 'code'\] applies"):
+            compute_advantage(data, adv_estimator="gdpo", norm_adv_by_std_in_grpo=True, config=config)
+
+
+def test_the_packaged_config_with_its_defaults_passes_the_option_checks():
+    from importlib.resources import files
+
+    declared = OmegaConf.load(files("gdpo_verl.config") / "gdpo_trainer.yaml").algorithm
+    declared.gdpo_reward_keys = ["correct", "length"]
+    settings = settings_from_config(declared)  # every option given, at its default
+    assert (settings.options.conflict, settings.options.baseline) == ("none", "mean")

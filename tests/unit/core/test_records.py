@@ -218,10 +218,15 @@ def test_a_later_line_of_another_kind_is_refused_naming_its_line(tmp_path):
 
 def test_verl_dump_errors_name_the_line(tmp_path):
     path = tmp_path / "3.jsonl"
-    rows = [{"input": "q", "step": 3, "correct": 1}, {"input": "q", "step": 3, "correct": None}]
+    rows = [{"input": "q", "step": 3, "correct": 1}, {"input": "q", "step": 3, "correct": "yes"}]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    with pytest.raises(ValueError, match=rf"^{path}:2: reward 'correct' must be a finite number; got None"):
+    with pytest.raises(ValueError, match=rf"^{path}:2: reward 'correct' must be a finite number \(null where it "
+                                         rf"does not apply\); got 'yes'"):
         load_steps(path, ["correct"])
+    # null: the reward does not apply to that response (a mixed-task batch)
+    rows[1]["correct"] = None
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert load_steps(path, ["correct"])[0].rewards["correct"] == [1.0, None]
     path.write_text(json.dumps({"input": "q", "step": None, "correct": 1}) + "\n")
     with pytest.raises(ValueError, match=rf"^{path}:1: step must be a whole number"):
         load_steps(path, ["correct"])

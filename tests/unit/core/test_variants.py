@@ -89,13 +89,27 @@ def test_leave_one_out_matches_nemo_rl():
            0.288675134595]
     np.testing.assert_allclose(got.numpy(), [(r - b) / s for r, b, s in zip(R2, baseline, std)], rtol=1e-9)
 
-    # groups of 1, 2 and 3: NeMo-RL gives a group of one 0, leaves a group of two centred on the other (the std of
-    # one value is 0: nothing to divide by), and divides by the others' std in a group of three
+    # groups of 1, 2 and 3: a group of one gives 0 (as NeMo-RL), a group of three divides by the others' std (as
+    # NeMo-RL: [1, 0, 0.5] -> baselines 0.25, 0.75, 0.5, stds 0.3535..., 0.3535..., 0.7071...). In a group of two
+    # the other's std is 0: NeMo-RL leaves r - b = -0.7, +0.7 unscaled; here the group's std scales it (docs)
     values = torch.tensor([0.7, 0.2, 0.9, 1.0, 0.0, 0.5], dtype=torch.float64).unsqueeze(1)
     group, count = group_ids([0, 1, 1, 2, 2, 2], 6)
     got = group_normalize(values, group, count, eps=0.0, baseline="leave_one_out")[:, 0]
-    np.testing.assert_allclose(got.numpy(), [0.0, -0.7, 0.7, 0.75 / 0.353553390593, -0.75 / 0.353553390593, 0.0],
-                               rtol=1e-9, atol=1e-12)
+    pair_std = 0.7 / 2**0.5
+    np.testing.assert_allclose(got.numpy(), [0.0, -0.7 / pair_std, 0.7 / pair_std, 0.75 / 0.353553390593,
+                                             -0.75 / 0.353553390593, 0.0], rtol=1e-9, atol=1e-12)
+
+
+def test_leave_one_out_others_equal_up_to_round_off_are_equal_and_the_scale_does_not_follow_the_reward():
+    group, count = group_ids([0] * 4, 4)
+    near = group_normalize(torch.tensor([[0.3], [0.1 + 0.2], [0.3], [1.0]], dtype=torch.float64), group, count,
+                           baseline="leave_one_out")[:, 0]
+    assert near.abs().max().item() < 10  # not 1 / (1e-17 + eps) ~ 7e5
+    small = group_normalize(torch.tensor([[0.0]] * 7 + [[1.0]], dtype=torch.float64), *group_ids([0] * 8, 8),
+                            baseline="leave_one_out")[:, 0]
+    large = group_normalize(torch.tensor([[0.0]] * 7 + [[100.0]], dtype=torch.float64), *group_ids([0] * 8, 8),
+                            baseline="leave_one_out")[:, 0]
+    np.testing.assert_allclose(small.numpy(), large.numpy(), rtol=1e-5)
 
 
 # --------------------------------------------------------------------------- the formulas, on random batches
@@ -171,12 +185,13 @@ def test_nan_is_still_an_error_where_a_reward_applies_and_none_is_not_a_number_e
         gdpo_outcome_parts({"correct": [1.0, 0.0]}, [3, 3], [0, 0], applies={"typo": [True, True]})
 
 
-def test_a_condition_on_a_reward_that_does_not_apply_is_not_met():
+def test_a_reward_conditioned_on_one_that_does_not_apply_does_not_apply_either():
     from gdpo_verl.core.conditions import Condition
 
-    parts = gdpo_outcome_parts({"correct": [1.0, None, 1.0], "length": [0.5, 0.7, 0.2]}, [2, 2, 2], [0, 0, 0],
+    parts = gdpo_outcome_parts({"correct": [1.0, None, 1.0, 0.0], "length": [0.5, 0.7, 0.2, 0.9]}, [2] * 4, [0] * 4,
                                conditions=[Condition("length", "correct", 1.0)])
-    assert parts.scores[:, 1].tolist() == [0.5, 0.0, 0.2]
+    assert parts.applies[:, 1].tolist() == [True, False, True, True]
+    assert parts.scores[:, 1].tolist() == [0.5, 0.0, 0.2, 0.0]  # response 3: not correct, so no length
 
 
 # --------------------------------------------------------------------------- weight schedules
@@ -228,3 +243,14 @@ def test_sessions_take_the_options_on_their_last_outputs_and_give_every_output_i
                                [3] * 5, list("pppqq"), **options)
     np.testing.assert_allclose(parts.final.numpy(), alone.final.numpy())
     np.testing.assert_allclose(parts.advantages[:, 0].numpy(), alone.final[row_session].float().numpy())
+
+
+def test_the_metrics_under_conflict_count_cancelled_groups_before_the_mask_and_collapse_among_kept_responses():
+    from gdpo_verl.core.diagnostics import advantage_metrics
+
+    scores = {"a": [1.0, 0.0, 0.6], "b": [0.0, 1.0, 0.3]}
+    plain = advantage_metrics(gdpo_outcome_parts(scores, [3] * 3, ["g"] * 3))
+    masked = advantage_metrics(gdpo_outcome_parts(scores, [3] * 3, ["g"] * 3, conflict="hard"))
+    assert masked["gdpo/conflict_masked_frac"] > 0
+    assert masked["gdpo/cancelled_group_frac"] == plain["gdpo/cancelled_group_frac"] == 0.0
+    assert masked["gdpo/collapsed_group_frac"] == plain["gdpo/collapsed_group_frac"] == 0.0
