@@ -388,14 +388,18 @@ def step_parts(record: StepRecord, overrides: dict[str, Any] | None = None) -> G
     it with instead of the record's (keyword options of ``gdpo_outcome_parts``; ``weights`` may hold schedules,
     read at the record's step)."""
     overrides = dict(overrides or {})
-    weights = overrides.pop("weights", None)
+    options = {**record.options, **overrides}
+    if "conflict_threshold" in overrides and options["conflict"] != "snr":
+        raise ValueError(f"a conflict threshold is read by conflict=snr only, and step {record.step} is computed with "
+                         f"conflict={options['conflict']}: it would be ignored. Add --conflict snr.")
+    weights = options.pop("weights", None)
     if weights is not None:
         unknown = sorted(set(weights) - set(record.rewards))
         if unknown:
             raise ValueError(f"weights name {unknown}, which the record of step {record.step} does not hold; it "
                              f"holds {sorted(record.rewards)}.")
         weights = {**(record.weights or dict.fromkeys(record.rewards, 1.0)),
-                   **weights_at({name: weights[name] for name in weights}, record.step)}
+                   **weights_at(weights, record.step)}
     size = len(record.uid)
     lengths = record.response_length if record.response_length is not None else [1] * size
     return gdpo_outcome_parts(
@@ -404,7 +408,7 @@ def step_parts(record: StepRecord, overrides: dict[str, Any] | None = None) -> G
         torch.tensor(lengths, dtype=torch.float64),
         np.array(record.uid, dtype=object),
         record.weights if weights is None else weights,
-        **{**record.options, **overrides},
+        **options,
     )
 
 

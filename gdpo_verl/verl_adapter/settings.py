@@ -152,7 +152,7 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
 def _check_variants(keys: tuple[str, ...], options: GdpoOptions) -> None:
     """Refuse what GD2PO and SAW cannot do with one reward: nothing (no two rewards to disagree or to weigh)."""
     for name, value in (("conflict", options.conflict), ("adaptive_weights", options.adaptive_weights)):
-        if value not in ("none",) and len(keys) < 2:
+        if value != "none" and len(keys) < 2:
             raise ValueError(
                 f"algorithm.gdpo.{name}={value} works between reward components, and gdpo_reward_keys lists one "
                 f"({list(keys)}): it would do nothing. List two or more components, or set algorithm.gdpo.{name}=none."

@@ -111,3 +111,7 @@ def test_demo_and_inspect_take_the_training_options_and_a_mixed_task_batch(tmp_p
     changed = json.loads(capsys.readouterr().out)[0]["metrics"]
     assert changed["gdpo/code/weight"] == 2.0  # the schedule at the record's step, 4
     assert "gdpo/conflict_masked_frac" in changed
+    # a threshold the record's conflict mode would ignore is refused, not dropped
+    assert main(["inspect", str(tmp_path / "dump"), "--conflict-threshold", "0.5"]) == 2
+    assert "is read by conflict=snr only" in capsys.readouterr().err
+    assert main(["inspect", str(tmp_path / "dump"), "--json", "--conflict", "snr", "--conflict-threshold", "0.5"]) == 0
