@@ -63,7 +63,7 @@ REWARD=(
     "reward.custom_reward_function.path=${REWARD_FILE}"
     "reward.custom_reward_function.name=${REWARD_FUNCTION}"
 )
-TRAINER=(
+TRAINER_ARGS=(
     "trainer.nnodes=${NNODES}"
     "trainer.n_gpus_per_node=${GPUS_PER_NODE}"
     "trainer.project_name=${PROJECT}"
@@ -71,4 +71,4 @@ TRAINER=(
     "trainer.logger=[console,tensorboard]"
 )
 
-launch "${ALGORITHM[@]}" "${DATA[@]}" "${MODEL_ARGS[@]}" "${ACTOR[@]}" "${ROLLOUT[@]}" "${REWARD[@]}" "${TRAINER[@]}" "$@"
+launch "${ALGORITHM[@]}" "${DATA[@]}" "${MODEL_ARGS[@]}" "${ACTOR[@]}" "${ROLLOUT[@]}" "${REWARD[@]}" "${TRAINER_ARGS[@]}" "$@"

@@ -1,13 +1,28 @@
 #!/usr/bin/env bash
-# Sourced by every recipe: declare its knobs, then launch verl's main_ppo with gdpo-verl's packaged config.
+# Sourced by every recipe: declare its knobs, then launch verl's main_ppo with gdpo-verl's packaged config, or
+# another of verl's trainers (TRAINER).
 #
 #   knob NAME DEFAULT   NAME=${NAME:-DEFAULT}: an environment variable with a default. Every knob a recipe
 #                       declares is passed on to the job by recipes/cluster/submit.sh when it is set there.
 #   launch ARGS...      python3 -m verl.trainer.main_ppo --config-path pkg://gdpo_verl.config
-#                       --config-name gdpo_trainer ARGS... (hydra overrides)
+#                       --config-name gdpo_trainer ARGS... (hydra overrides), with TRAINER's settings
 #
 #   DRY_RUN=1    launch prints the fully composed config (verl's --cfg job) instead: no Ray, no GPU
 #   LIST_KNOBS=1 launch prints the names of the recipe's knobs, one a line, and the recipe exits
+#
+# Every recipe has these knobs (docs/training-loop.md, "Which of verl's trainers"):
+#   TRAINER=sync            verl's V1 trainer, trainer.v1.trainer_mode=sync (verl's default)
+#           colocate_async  the V1 trainer, rollout and training on the same GPUs, asynchronously
+#           separate_async  the V1 trainer, rollout on GPUs of its own (ROLLOUT_NNODES x ROLLOUT_GPUS_PER_NODE,
+#                           besides NNODES x GPUS_PER_NODE for training), weights synced by NCCL after each batch
+#           legacy          verl's legacy trainer (trainer.use_v1=false)
+#           one_step_off    verl.experimental.one_step_off_policy: rollout of the next batch on GPUs of its own
+#                           while this one trains
+#           fully_async     verl.experimental.fully_async_policy: a rollouter on GPUs of its own streams groups to
+#                           the trainer, weights synced once per TRAIN_BATCH_SIZE prompts trained
+#   ROLLOUT_NNODES, ROLLOUT_GPUS_PER_NODE   the rollout GPUs of separate_async, one_step_off and fully_async
+# The recipe's settings are kept under every trainer (the batch and mini-batch sizes, the number of prompts
+# trained). Dynamic sampling (FILTER_GROUPS=True) runs on the V1 trainer only: the others refuse it.
 set -euo pipefail
 
 RECIPE_KNOBS=()
@@ -23,13 +38,63 @@ knob() {
     printf -v "$1" '%s' "${!1:-$2}"
 }
 
+knob TRAINER "sync"
+knob ROLLOUT_NNODES "1"
+knob ROLLOUT_GPUS_PER_NODE "8"
+
 launch() {
     if [ "${LIST_KNOBS:-0}" = 1 ]; then
         printf '%s\n' "${RECIPE_KNOBS[@]}"
         exit 0
     fi
-    python3 -m verl.trainer.main_ppo --config-path pkg://gdpo_verl.config --config-name gdpo_trainer "$@" \
-        ${DRY_RUN_ARGS[@]+"${DRY_RUN_ARGS[@]}"}
+    local entry=(-m verl.trainer.main_ppo --config-path pkg://gdpo_verl.config --config-name gdpo_trainer)
+    # verl's experimental trainers: their own configs, with gdpo-verl's settings on top, and verl's trainer
+    # configs found by package (their configs name them by a path relative to verl's repository)
+    local experimental=("hydra.searchpath=[pkg://verl.trainer.config,pkg://gdpo_verl.config]" +gdpo=settings
+                        actor_rollout_ref.hybrid_engine=False
+                        "rollout.nnodes=${ROLLOUT_NNODES}" "rollout.n_gpus_per_node=${ROLLOUT_GPUS_PER_NODE}")
+    local mode=() last=() per_batch
+    case "$TRAINER" in
+        sync | colocate_async) mode=("trainer.v1.trainer_mode=${TRAINER}") ;;
+        legacy) mode=(trainer.use_v1=false) ;;
+        separate_async)
+            # one weight sync per batch: verl asserts train_batch_size == parameter_sync_step * ppo_mini_batch_size
+            per_batch=$(mini_batches_per_batch)
+            mode=(trainer.v1.trainer_mode=separate_async actor_rollout_ref.rollout.checkpoint_engine.backend=nccl
+                  "actor_rollout_ref.rollout.nnodes=${ROLLOUT_NNODES}"
+                  "actor_rollout_ref.rollout.n_gpus_per_node=${ROLLOUT_GPUS_PER_NODE}"
+                  "trainer.v1.separate_async.parameter_sync_step=${per_batch}") ;;
+        one_step_off)
+            entry=(-m verl.experimental.one_step_off_policy.main_ppo)
+            mode=("${experimental[@]}") ;;
+        fully_async)
+            entry=(-m verl.experimental.fully_async_policy.fully_async_main)
+            # the trainer takes one PPO mini-batch of prompts from the rollouter's queue per step and syncs weights
+            # after a batch's worth of them; the rollouter generates TOTAL_STEPS batches' worth of prompts, one at a
+            # time (verl asserts data.train_batch_size=0 and data.gen_batch_size=1, set after the recipe's)
+            per_batch=$(mini_batches_per_batch)
+            mode=("${experimental[@]}" "async_training.require_batches=1"
+                  "async_training.trigger_parameter_sync_step=${per_batch}")
+            last=(data.train_batch_size=0 data.gen_batch_size=1)
+            if [ -n "${TOTAL_STEPS:-}" ]; then
+                last+=("rollout.total_rollout_steps=$((TOTAL_STEPS * TRAIN_BATCH_SIZE))")
+            fi ;;
+        *)
+            echo "TRAINER must be sync, colocate_async, separate_async, legacy, one_step_off or fully_async;" \
+                 "got '$TRAINER'" >&2
+            exit 2 ;;
+    esac
+    python3 "${entry[@]}" ${mode[@]+"${mode[@]}"} "$@" ${last[@]+"${last[@]}"} ${DRY_RUN_ARGS[@]+"${DRY_RUN_ARGS[@]}"}
+}
+
+# TRAIN_BATCH_SIZE / MINI_BATCH_SIZE (the recipe's knobs), which must divide.
+mini_batches_per_batch() {
+    if (( TRAIN_BATCH_SIZE % MINI_BATCH_SIZE != 0 )); then
+        echo "TRAINER=$TRAINER syncs weights once per batch of PPO mini-batches: TRAIN_BATCH_SIZE ($TRAIN_BATCH_SIZE)" \
+             "must be a multiple of MINI_BATCH_SIZE ($MINI_BATCH_SIZE)" >&2
+        exit 2
+    fi
+    echo $((TRAIN_BATCH_SIZE / MINI_BATCH_SIZE))
 }
 
 # The overrides the paper's experiments share (math_length/, tool_calling/), from knobs their common.sh declares:

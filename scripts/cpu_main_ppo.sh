@@ -16,6 +16,14 @@
 #                            not (default 3600)
 #   PROGRESS=label           print one line per step, prefixed with label, instead of the run's whole output
 #                            (which always goes to OUT/run.log)
+#   TRAINER=name             which of verl's trainers, through its own entry point (default sync):
+#                              sync, colocate_async, separate_async  verl's V1 trainer (trainer.v1.trainer_mode), main_ppo
+#                              legacy                                verl's legacy trainer (trainer.use_v1=false), main_ppo
+#                              one_step_off                          verl.experimental.one_step_off_policy.main_ppo
+#                              fully_async                           verl.experimental.fully_async_policy.fully_async_main
+#                            The trainers with rollout apart from training (separate_async, one_step_off, fully_async)
+#                            get a second placeholder "GPU" for their rollout server and sync weights over TCP
+#                            (gdpo_verl/verl_adapter/cpu_checkpoint_engine.py: verl has no checkpoint engine for CPUs).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${CPU_TRAINING_PYTHON:-${CPU_TRAINING_VENV:-$ROOT/.venv-cpu-training}/bin/python}
@@ -72,10 +80,57 @@ CPU=(
     +ray_kwargs.ray_init.address=local +ray_kwargs.ray_init.num_cpus=8 +ray_kwargs.ray_init.num_gpus=1
     +ray_kwargs.ray_init.include_dashboard=False
 )
+# Which trainer: its entry point, its config and what it needs on a CPU. main_ppo takes gdpo-verl's packaged config
+# (verl's ppo_trainer.yaml with the GDPO settings); verl's experimental trainers keep their own and take the GDPO
+# settings on top (+gdpo=settings).
+TRAINER=${TRAINER:-sync}
+LAST=()  # settings a trainer requires, after the task's
+MAIN_PPO=(-m verl.trainer.main_ppo --config-path pkg://gdpo_verl.config --config-name gdpo_trainer)
+# rollout on a server of its own: a second placeholder "GPU", and weights synced over TCP
+SEPARATE=(ray_kwargs.ray_init.num_gpus=2
+          actor_rollout_ref.rollout.checkpoint_engine.backend=cpu_tcp
+          actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module=gdpo_verl.verl_adapter.cpu_checkpoint_engine)
+case "$TRAINER" in
+    sync|colocate_async)
+        ENTRY=("${MAIN_PPO[@]}") MODE=("trainer.v1.trainer_mode=$TRAINER") ;;
+    separate_async)
+        # one training step per weight sync: the batch is one PPO mini-batch (verl's assert: train_batch_size ==
+        # parameter_sync_step * ppo_mini_batch_size)
+        ENTRY=("${MAIN_PPO[@]}")
+        MODE=(trainer.v1.trainer_mode=separate_async "${SEPARATE[@]}" actor_rollout_ref.rollout.nnodes=1
+              actor_rollout_ref.rollout.n_gpus_per_node=1 trainer.v1.separate_async.parameter_sync_step=1) ;;
+    legacy)
+        ENTRY=("${MAIN_PPO[@]}") MODE=(trainer.use_v1=false) ;;
+    one_step_off|fully_async)
+        if [ "$TRAINER" = one_step_off ]; then
+            ENTRY=(-m verl.experimental.one_step_off_policy.main_ppo)
+        else
+            ENTRY=(-m verl.experimental.fully_async_policy.fully_async_main)
+            # the rollouter takes one prompt at a time and the trainer a PPO mini-batch of prompts from its queue
+            # (verl's asserts: data.train_batch_size=0, data.gen_batch_size=1), after the task's batch size; one
+            # training step per weight sync, as many steps as the dataset's prompts over STEPS epochs make
+            # verl's trainer here logs a step's training metrics with the next weight sync, and the last step's only
+            # when the last weight version is no multiple of trainer.test_freq (-1 divides every number)
+            LAST=(data.train_batch_size=0 data.gen_batch_size=1 async_training.trigger_parameter_sync_step=1
+                  rollout.total_rollout_steps=null "trainer.test_freq=$((STEPS + 1))")
+        fi
+        # their configs search verl's trainer configs at a path relative to verl's repository: here, by package,
+        # with gdpo-verl's settings.
+        # Their actors ask Ray for 10 CPUs each (fully_async: its trainer and rollouter too; logical CPUs: Ray does
+        # not hold a process to them).
+        MODE=("hydra.searchpath=[pkg://verl.trainer.config,pkg://gdpo_verl.config]" +gdpo=settings "${SEPARATE[@]}"
+              ray_kwargs.ray_init.num_cpus=32 actor_rollout_ref.hybrid_engine=False
+              rollout.nnodes=1 rollout.n_gpus_per_node=1) ;;
+    *)
+        echo "cpu_main_ppo.sh: TRAINER must be sync, colocate_async, separate_async, legacy, one_step_off or" \
+             "fully_async; got '$TRAINER'" >&2
+        exit 2 ;;
+esac
+
 SUPERVISE=(--log "$OUT/run.log" --metrics "$VERL_FILE_LOGGER_PATH" --steps "$STEPS" --stall-timeout "$STALL_TIMEOUT"
            --step-timeout "$STEP_TIMEOUT" --start-step "${START_STEP:-0}")
 if [ -n "${PROGRESS:-}" ]; then
     SUPERVISE+=(--progress "$PROGRESS")
 fi
-exec "$PYTHON" -m gdpo_verl.verl_adapter.supervise "${SUPERVISE[@]}" -- "$PYTHON" -m verl.trainer.main_ppo \
-    --config-path pkg://gdpo_verl.config --config-name gdpo_trainer "${CPU[@]}" "$@"
+exec "$PYTHON" -m gdpo_verl.verl_adapter.supervise "${SUPERVISE[@]}" -- "$PYTHON" "${ENTRY[@]}" "${CPU[@]}" \
+    "${MODE[@]}" "$@" "${LAST[@]}"

@@ -34,7 +34,7 @@ from gdpo_verl.core.variants import (
 )
 
 BATCH_NORMS = ("token", "sequence", "none")
-# The defaults of algorithm.gdpo.batch_norm and algorithm.gdpo.eps (gdpo_verl/config/gdpo_trainer.yaml).
+# The defaults of algorithm.gdpo.batch_norm and algorithm.gdpo.eps (gdpo_verl/config/gdpo/settings.yaml).
 DEFAULT_BATCH_NORM = "token"
 DEFAULT_EPS = 1e-6
 

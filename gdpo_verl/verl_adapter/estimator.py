@@ -148,7 +148,7 @@ def compute_gdpo_advantage(
         token_level_rewards: ``(B, T)`` verl's summed reward; GDPO does not use it (it reads the components).
         response_mask: ``(B, T)``.
         index: ``(B,)`` verl's ``uid`` array: the group of each response.
-        config: verl's ``algorithm`` config; see ``gdpo_verl/config/gdpo_trainer.yaml`` for the keys read.
+        config: verl's ``algorithm`` config; see ``gdpo_verl/config/gdpo/settings.yaml`` for the keys read.
         non_tensor_batch: per-response reward components, as verl stores what ``compute_score`` returns.
         batch: the tensor batch; ``token_level_scores_<key>`` ``(B, T)`` tensors take precedence there.
 

@@ -1,6 +1,6 @@
 """GDPO settings read from verl's ``algorithm`` config, validated once with errors that name the fix.
 
-Every key is declared, with its default and meaning, in ``gdpo_verl/config/gdpo_trainer.yaml``.
+Every key is declared, with its default and meaning, in ``gdpo_verl/config/gdpo/settings.yaml``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from gdpo_verl.verl_adapter import ESTIMATOR_NAME
 
 # Options under ``algorithm.gdpo`` and their defaults, as the packaged config declares them (their one home for
 # verl; the core's defaults for callers without verl, DEFAULT_BATCH_NORM and DEFAULT_EPS, are tested to agree).
-CONFIG_FILE = files("gdpo_verl.config") / "gdpo_trainer.yaml"
+CONFIG_FILE = files("gdpo_verl.config") / "gdpo" / "settings.yaml"
 OPTION_DEFAULTS: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(CONFIG_FILE).algorithm.gdpo)
 
 CONDITION_KEYS = ("reward", "given", "at_least")
@@ -306,6 +306,14 @@ def check_config(config: Any) -> GdpoSettings | None:
 
     filter_groups = _get(algorithm, "filter_groups")
     if filter_groups is not None and _get(filter_groups, "enable", False):
+        if (settings is not None or observed is not None) and not _v1_trainer(config):
+            raise ValueError(
+                "algorithm.filter_groups.enable=true (dynamic sampling) runs on verl's V1 trainer only (its replay "
+                "buffer drops the groups); verl's legacy trainer (trainer.use_v1=false) and its experimental trainers "
+                "(one_step_off_policy, fully_async_policy) ignore it and would train on every group. Set "
+                "algorithm.filter_groups.enable=false, or train with the V1 trainer (verl.trainer.main_ppo, "
+                "trainer.use_v1=true)."
+            )
         metric = _get(filter_groups, "metric")
         reward = _get(config, "reward")
         manager = _get(reward, "reward_manager") if reward is not None else None
@@ -337,15 +345,23 @@ def check_config(config: Any) -> GdpoSettings | None:
 
 def _check_transfer_queue(config: Any) -> None:
     """verl's V1 trainer keeps its samples in TransferQueue; without it, verl's TaskRunner would fail on its import
-    after Ray and the workers started. The legacy trainer needs none."""
-    trainer = _get(config, "trainer")
-    use_v1 = True if trainer is None else _get(trainer, "use_v1", True)
-    if use_v1 and importlib.util.find_spec("transfer_queue") is None:
+    after Ray and the workers started. The legacy trainer needs none, nor do verl's experimental trainers
+    (``_v1_trainer``)."""
+    if _v1_trainer(config) and importlib.util.find_spec("transfer_queue") is None:
         raise ValueError(
             "trainer.use_v1=true (verl's default) trains with verl's V1 trainer, which keeps its samples in "
             "TransferQueue, and transfer_queue cannot be imported here. Install it on every node (pip install "
             "'transferqueue>=0.1.11'), or train with verl's legacy trainer: trainer.use_v1=false."
         )
+
+
+def _v1_trainer(config: Any) -> bool:
+    """Whether ``config`` trains with verl's V1 trainer: ``trainer.use_v1`` (true by default), and not one of verl's
+    experimental trainers (one_step_off_policy, fully_async_policy), whose configs keep ``trainer.use_v1=true`` from
+    ppo_trainer.yaml but add a top-level ``rollout`` (their standalone rollout's nodes)."""
+    trainer = _get(config, "trainer")
+    use_v1 = True if trainer is None else _get(trainer, "use_v1", True)
+    return bool(use_v1) and _get(config, "rollout") is None
 
 
 def _log_negative_weights(settings: GdpoSettings) -> None:

@@ -25,6 +25,9 @@ V1_TRAINER = "verl.trainer.ppo.v1.trainer_base"
 LEGACY_TRAINER = "verl.trainer.ppo.ray_trainer"
 REWARD_MANAGERS = "verl.experimental.reward_loop.reward_manager"
 REWARD_LOOP = "verl.experimental.reward_loop.reward_loop"
+MAIN_PPO = "verl.trainer.main_ppo"
+# the base of verl's experimental trainers (one_step_off_policy, fully_async_policy)
+SEPARATION_TRAINER = "verl.experimental.separation.ray_trainer"
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ TOUCH_POINTS = (
                ("name_or_enum",)),
     TouchPoint("verl.utils.config", "validate_config", "checks the GDPO settings there, before Ray starts",
                ("config",)),
-    TouchPoint("verl.trainer.main_ppo", "run_ppo", "checks every Ray node before verl's TaskRunner starts",
+    TouchPoint(MAIN_PPO, "run_ppo", "checks every Ray node before verl's TaskRunner starts",
                ("config", "task_runner_class")),
     TouchPoint(V1_TRAINER, "PPOTrainer._compute_advantage",
                "hands the reward components to the estimator in the V1 trainer", ("self", "batch", "metrics")),
@@ -59,6 +62,14 @@ TOUCH_POINTS = (
     TouchPoint(LEGACY_TRAINER, "compute_data_metrics", "logs the legacy trainer's gdpo/ metrics", ("batch",)),
     TouchPoint(LEGACY_TRAINER, "compute_timing_metrics",
                "logs a component's statistics over the responses it applies to where verl's would be NaN",
+               ("batch", "timing_raw")),
+    TouchPoint(SEPARATION_TRAINER, "SeparateRayPPOTrainer._fit_compute_advantage",
+               "numbers the experimental trainers' records by their global step", ("self", "batch")),
+    TouchPoint(SEPARATION_TRAINER, "compute_advantage", "runs the experimental trainers' estimator in a step of its own",
+               ("data", "adv_estimator"), keywords=("config",)),
+    TouchPoint(SEPARATION_TRAINER, "compute_data_metrics", "logs the experimental trainers' gdpo/ metrics", ("batch",)),
+    TouchPoint(SEPARATION_TRAINER, "compute_timing_metrics",
+               "logs a component's statistics over the responses it applies to (experimental trainers)",
                ("batch", "timing_raw")),
     TouchPoint(REWARD_MANAGERS, "register", "registers the gdpo_verl reward manager", ("name",)),
     TouchPoint(f"{REWARD_MANAGERS}.naive", "NaiveRewardManager.__init__", "builds the gdpo_verl reward manager on it",

@@ -7,8 +7,9 @@ touch point (``touch_points.require``: a verl where it is missing or changed is 
 - ``verl.utils.config.validate_config`` (called by ``main_ppo`` before Ray starts): also runs
   ``check_config``, so GDPO configuration errors surface before any GPU is allocated.
 - ``main_ppo.run_ppo`` (wrapped from ``validate_config``, as ``python -m verl.trainer.main_ppo`` runs the module as
-  ``__main__``): when GDPO is in use, the first thing it does after connecting to Ray, before it starts verl's
-  TaskRunner, is check that "gdpo" is this plugin's estimator on every node (``cluster``).
+  ``__main__``, and when imported, as verl's experimental entry points do): when GDPO is in use, it checks the
+  config (if ``validate_config`` did not just do so) before Ray starts and, the first thing after connecting to Ray,
+  before it starts verl's TaskRunner, that "gdpo" is this plugin's estimator on every node (``cluster``).
 - V1 trainer (verl's default), ``PPOTrainer._compute_advantage``: verl fetches only uid, masks, ``rm_scores``
   and log-probs from TransferQueue there. For "gdpo" the wrapper also fetches each sample's reward components
   and runs verl's own stage inside a ``Step`` (settings, global step, components), then logs the step's
@@ -16,6 +17,10 @@ touch point (``touch_points.require``: a verl where it is missing or changed is 
 - Legacy trainer (``trainer.use_v1=False``): ``RayPPOTrainer.fit`` makes the running trainer known (for its
   global step); ``ray_trainer.compute_advantage`` runs inside a ``Step`` and puts its metrics on the batch's
   ``meta_info``, from where the ``compute_data_metrics`` wrapper logs them.
+- verl's experimental trainers (``one_step_off_policy``, ``fully_async_policy``) run on
+  ``separation.ray_trainer.SeparateRayPPOTrainer``, whose own ``fit`` replaces the legacy one: its
+  ``_fit_compute_advantage`` makes the running trainer known, and the same three legacy functions are wrapped by
+  the names that module calls them.
 - ``verl.experimental.reward_loop.reward_manager``: registers the "gdpo_verl" reward manager.
 - ``RewardLoopWorker.compute_score`` (every reward manager's results pass there, on both trainers): a GDPO reward
   component that a response's ``compute_score`` dict leaves out is set to None there (it does not apply to that
@@ -43,7 +48,8 @@ from gdpo_verl.verl_adapter.estimator import Step, current_step, fill_unapplied,
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME
 from gdpo_verl.verl_adapter.settings import check_config, coding_reward_kwargs, observes, settings_from_config
-from gdpo_verl.verl_adapter.touch_points import LEGACY_TRAINER, REWARD_LOOP, REWARD_MANAGERS, V1_TRAINER, require
+from gdpo_verl.verl_adapter.touch_points import (LEGACY_TRAINER, MAIN_PPO, REWARD_LOOP, REWARD_MANAGERS,
+                                                 SEPARATION_TRAINER, V1_TRAINER, require)
 from gdpo_verl.verl_adapter.transfer_queue import fetch_groups, fetch_step_inputs
 
 # The legacy trainer hands the step's gdpo/ metrics from compute_advantage to compute_data_metrics on the batch.
@@ -54,6 +60,9 @@ REWARD_KEYS_KEY = "gdpo_verl_reward_keys"
 # The attribute of verl's trainer object that holds its run's RecordWriter (record_writer).
 RECORD_WRITER_ATTRIBUTE = "_gdpo_verl_record_writer"
 
+# The config that validate_config checked last in this thread (main_ppo then hands it to run_ppo).
+_CHECKED_CONFIG: ContextVar[int | None] = ContextVar("gdpo_verl_checked_config", default=None)
+
 # The legacy trainer whose fit() is running in this thread (its global_steps numbers the step's records).
 _LEGACY_TRAINER: ContextVar[Any] = ContextVar("gdpo_verl_legacy_trainer", default=None)
 
@@ -63,6 +72,8 @@ def install() -> None:
     after_import("verl.utils.config", _wrap_validate_config)
     after_import(V1_TRAINER, _wrap_v1_trainer)
     after_import(LEGACY_TRAINER, _wrap_legacy_trainer)
+    after_import(SEPARATION_TRAINER, _wrap_separation_trainer)
+    after_import(MAIN_PPO, _wrap_imported_run_ppo)
     after_import(REWARD_MANAGERS, _register_reward_manager)
     after_import(REWARD_LOOP, _wrap_reward_loop_worker)
 
@@ -74,6 +85,7 @@ def _wrap_validate_config(module: ModuleType) -> None:
         @functools.wraps(original)
         def validate_config(config: Any, *args: Any, **kwargs: Any) -> Any:
             check_config(config)
+            _CHECKED_CONFIG.set(id(config))
             _wrap_run_ppo()
             return original(config, *args, **kwargs)
 
@@ -83,12 +95,20 @@ def _wrap_validate_config(module: ModuleType) -> None:
 
 
 def _wrap_run_ppo() -> None:
-    """Wrap ``run_ppo`` of verl's ``main_ppo``, whether it runs as ``__main__`` or was imported."""
-    for module in (sys.modules.get("__main__"), sys.modules.get("verl.trainer.main_ppo")):
-        spec = getattr(module, "__spec__", None)
-        if spec is not None and spec.name == "verl.trainer.main_ppo":
-            require(module, module_name=spec.name)
-            wrap_attribute(module, "run_ppo", _run_ppo_wrapper)
+    """Wrap ``run_ppo`` of verl's ``main_ppo`` when it runs as ``__main__`` (``python -m verl.trainer.main_ppo``, where
+    no import of ``verl.trainer.main_ppo`` happens before it calls ``validate_config``)."""
+    module = sys.modules.get("__main__")
+    spec = getattr(module, "__spec__", None)
+    if spec is not None and spec.name == MAIN_PPO:
+        require(module, module_name=spec.name)
+        wrap_attribute(module, "run_ppo", _run_ppo_wrapper)
+
+
+def _wrap_imported_run_ppo(module: ModuleType) -> None:
+    """``run_ppo`` as the other entry points import it (verl's experimental ``one_step_off_policy.main_ppo`` and
+    ``fully_async_policy.fully_async_main`` call it without ``validate_config`` in the driver)."""
+    require(module)
+    wrap_attribute(module, "run_ppo", _run_ppo_wrapper)
 
 
 def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -96,6 +116,8 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     def run_ppo(config: Any, task_runner_class: Any, *args: Any, **kwargs: Any) -> Any:
         algorithm = config.algorithm
         if algorithm.adv_estimator == ESTIMATOR_NAME or observes(algorithm):
+            if _CHECKED_CONFIG.get() != id(config):  # main_ppo's validate_config checked it just before
+                check_config(config)  # before Ray starts, whichever entry point called
             task_runner_class = _NodesCheckedFirst(task_runner_class, coding_reward_kwargs(config))
         return original(config, task_runner_class, *args, **kwargs)
 
@@ -164,54 +186,82 @@ def _wrap_legacy_trainer(module: ModuleType) -> None:
 
         return fit
 
-    def advantage_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
-        signature = inspect.signature(original)
-
-        @functools.wraps(original)
-        def compute_advantage(*args: Any, **kwargs: Any) -> Any:
-            if current_step() is not None:  # inside the V1 stage, which runs its own step
-                return original(*args, **kwargs)
-            arguments = signature.bind(*args, **kwargs).arguments
-            config, estimator = arguments.get("config"), arguments.get("adv_estimator")
-            observing = config is not None and observes(config)
-            if estimator != ESTIMATOR_NAME and not observing:
-                return original(*args, **kwargs)
-            settings = settings_from_config(config, training=not observing)
-            trainer = _LEGACY_TRAINER.get()
-            records = record_writer(trainer) if trainer is not None else RecordWriter()
-            with running(Step(settings, getattr(trainer, "global_steps", None), records=records)) as step:
-                data = original(*args, **kwargs)
-            if observing:
-                observe(step, data.batch["response_mask"], data.non_tensor_batch["uid"], data.non_tensor_batch)
-            data.meta_info[METRICS_KEY] = step.metrics
-            data.meta_info[REWARD_KEYS_KEY] = list(settings.reward_keys)
-            return data
-
-        return compute_advantage
-
-    def data_metrics_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def compute_data_metrics(batch: Any, *args: Any, **kwargs: Any) -> dict:
-            metrics = original(batch, *args, **kwargs)
-            metrics.update(batch.meta_info.pop(METRICS_KEY, {}))
-            return metrics
-
-        return compute_data_metrics
-
-    def timing_metrics_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def compute_timing_metrics(*args: Any, **kwargs: Any) -> dict:
-            metrics = original(*args, **kwargs)
-            batch = kwargs.get("batch", args[0] if args else None)
-            metrics.update(applied_component_stats(batch))
-            return metrics
-
-        return compute_timing_metrics
-
     wrap_attribute(module.RayPPOTrainer, "fit", fit_wrapper)
-    wrap_attribute(module, "compute_advantage", advantage_wrapper)
-    wrap_attribute(module, "compute_data_metrics", data_metrics_wrapper)
-    wrap_attribute(module, "compute_timing_metrics", timing_metrics_wrapper)
+    _wrap_legacy_functions(module)
+
+
+def _wrap_separation_trainer(module: ModuleType) -> None:
+    """verl's experimental trainers (``one_step_off_policy``, ``fully_async_policy``) run on
+    ``SeparateRayPPOTrainer``, whose own ``fit``/``fit_step`` replace ``RayPPOTrainer.fit``: the trainer is made
+    known around its advantage stage instead, and the legacy functions it calls by its own names are wrapped there."""
+    require(module)
+
+    def advantage_stage_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def _fit_compute_advantage(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with legacy_trainer_running(self):
+                return original(self, *args, **kwargs)
+
+        return _fit_compute_advantage
+
+    wrap_attribute(module.SeparateRayPPOTrainer, "_fit_compute_advantage", advantage_stage_wrapper)
+    _wrap_legacy_functions(module)
+
+
+def _wrap_legacy_functions(module: ModuleType) -> None:
+    """The legacy step's functions, by the names ``module`` calls them: ``compute_advantage`` runs inside a
+    ``Step``, ``compute_data_metrics`` and ``compute_timing_metrics`` log what it measured. A name bound to a function
+    already wrapped (imported from a module wrapped before) is left as it is."""
+    wrap_attribute(module, "compute_advantage", _advantage_wrapper)
+    wrap_attribute(module, "compute_data_metrics", _data_metrics_wrapper)
+    wrap_attribute(module, "compute_timing_metrics", _timing_metrics_wrapper)
+
+
+def _advantage_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def compute_advantage(*args: Any, **kwargs: Any) -> Any:
+        if current_step() is not None:  # inside the V1 stage, which runs its own step
+            return original(*args, **kwargs)
+        arguments = signature.bind(*args, **kwargs).arguments
+        config, estimator = arguments.get("config"), arguments.get("adv_estimator")
+        observing = config is not None and observes(config)
+        if estimator != ESTIMATOR_NAME and not observing:
+            return original(*args, **kwargs)
+        settings = settings_from_config(config, training=not observing)
+        trainer = _LEGACY_TRAINER.get()
+        records = record_writer(trainer) if trainer is not None else RecordWriter()
+        with running(Step(settings, getattr(trainer, "global_steps", None), records=records)) as step:
+            data = original(*args, **kwargs)
+        if observing:
+            observe(step, data.batch["response_mask"], data.non_tensor_batch["uid"], data.non_tensor_batch)
+        data.meta_info[METRICS_KEY] = step.metrics
+        data.meta_info[REWARD_KEYS_KEY] = list(settings.reward_keys)
+        return data
+
+    return compute_advantage
+
+
+def _data_metrics_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def compute_data_metrics(batch: Any, *args: Any, **kwargs: Any) -> dict:
+        metrics = original(batch, *args, **kwargs)
+        metrics.update(batch.meta_info.pop(METRICS_KEY, {}))
+        return metrics
+
+    return compute_data_metrics
+
+
+def _timing_metrics_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def compute_timing_metrics(*args: Any, **kwargs: Any) -> dict:
+        metrics = original(*args, **kwargs)
+        batch = kwargs.get("batch", args[0] if args else None)
+        metrics.update(applied_component_stats(batch))
+        return metrics
+
+    return compute_timing_metrics
 
 
 def applied_component_stats(batch: Any) -> dict[str, float]:

@@ -103,3 +103,27 @@ def test_a_step_on_stale_rollouts_is_named_and_its_probs_diff_not_held_against_t
     fresh = tmp_path / "fresh"
     write_run(fresh, metrics={"training/rollout_probs_diff_max": 0.08, check_run.STALENESS: 0})
     assert any("the weight sync did not reach" in problem for problem in check_run.check(fresh, 1)[1])
+
+
+def test_a_trainer_that_logs_no_probs_diff_is_said_so_with_what_its_weight_sync_sent(tmp_path):
+    # verl's experimental trainers train on the rollout's own log-probs and log no rollout/actor probs diff
+    write_run(tmp_path, metrics={check_run.SENT: 21})
+    data = json.loads((tmp_path / "metrics.jsonl").read_text())
+    del data["data"][check_run.PROBS_DIFF]
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(data) + "\n")
+    lines, problems = check_run.check(tmp_path, 1)
+    assert problems == []
+    assert "rollout/actor probs diff not logged" in lines[0] and "weights sent over TCP: 21 tensors" in lines[0]
+    assert "steps [1]: verl's trainer logged no rollout/actor probs diff" in lines[1]
+
+
+def test_metrics_logged_under_the_next_weight_version_count_for_the_step_they_trained(tmp_path):
+    # verl's fully asynchronous trainer: lines of its rollouter's timing alone under steps 0 and 1, then step 1's
+    # training metrics under step 2 (its training/global_step says 1): read as step 1's, logged once
+    write_run(tmp_path, metrics={check_run.GLOBAL_STEP: 1})
+    trained = json.loads((tmp_path / "metrics.jsonl").read_text())
+    timing = [{"step": step, "data": {"fully_async/rollouter/active_time": 1.0}} for step in (0, 1, 2)]
+    lines = [*timing[:2], {"step": 2, "data": trained["data"]}, timing[2]]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert check_run.check(tmp_path, 1)[1] == []
+    assert check_run.step_metrics(tmp_path) == {1: trained["data"]}

@@ -49,7 +49,7 @@ def test_main_ppo_composes_gdpo_settings(arguments):
 
 
 def test_packaged_config_declares_every_option_with_the_default_the_code_uses():
-    declared = OmegaConf.load(files("gdpo_verl.config") / "gdpo_trainer.yaml").algorithm
+    declared = OmegaConf.load(files("gdpo_verl.config") / "gdpo" / "settings.yaml").algorithm
     assert dict(declared.gdpo) == OPTION_DEFAULTS  # read from the yaml: what a config without algorithm.gdpo gets
     # the core's defaults, for callers without verl, are the config's
     assert (declared.gdpo.batch_norm, declared.gdpo.eps) == (DEFAULT_BATCH_NORM, DEFAULT_EPS)

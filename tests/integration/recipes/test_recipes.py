@@ -77,6 +77,24 @@ PAPER = {
     "data.filter_overlong_prompts": True,
     "data.truncation": "error",
 }
+# What each TRAINER adds to a recipe (recipes/launch.sh), on top of the paper's setup, which it keeps. The trainers
+# other than the V1 trainer have no dynamic sampling (check_config refuses it there), so those run with
+# FILTER_GROUPS=False.
+TRAINERS = {
+    "colocate_async": {"trainer.v1.trainer_mode": "colocate_async"},
+    "separate_async": {"trainer.v1.trainer_mode": "separate_async",
+                       "trainer.v1.separate_async.parameter_sync_step": 8,  # 512 prompts / mini-batches of 64
+                       "actor_rollout_ref.rollout.checkpoint_engine.backend": "nccl",
+                       "actor_rollout_ref.rollout.nnodes": 1, "actor_rollout_ref.rollout.n_gpus_per_node": 8},
+    "legacy": {"trainer.use_v1": False, "algorithm.filter_groups.enable": False},
+    "one_step_off": {"actor_rollout_ref.hybrid_engine": False, "rollout.n_gpus_per_node": 8,
+                     "algorithm.rollout_correction.bypass_mode": True,  # verl's own config for it
+                     "algorithm.filter_groups.enable": False},
+    "fully_async": {"actor_rollout_ref.hybrid_engine": False, "rollout.n_gpus_per_node": 8,
+                    "async_training.trigger_parameter_sync_step": 8, "async_training.require_batches": 1,
+                    "rollout.total_rollout_steps": 500 * 512,  # prompts: the paper's 500 steps of 512
+                    "data.train_batch_size": 0, "data.gen_batch_size": 1, "algorithm.filter_groups.enable": False},
+}
 MODELS = {
     "r1_1.5b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "required"),
     "r1_7b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "required"),
@@ -218,6 +236,39 @@ def test_every_recipe_lists_its_knobs_once_and_launches_nothing_doing_so(recipe)
 def test_math_recipes_declare_the_shared_knobs_and_their_own():
     knobs = list_knobs(ROOT / "math_length" / "r1_7b_gdpo.sh")
     assert {"MODEL", "THINK", "TP", "EXPERIMENT", "DATA_DIR", "LENGTH_WEIGHT", "NNODES", "DUMP_DIR"} <= set(knobs)
+
+
+@pytest.mark.parametrize("trainer", sorted(TRAINERS))
+def test_each_trainer_keeps_the_papers_setup_and_adds_its_own(trainer):
+    v1 = trainer.endswith("async") and trainer != "fully_async"
+    result = dry_run(ROOT / "math_length" / "r1_1.5b_gdpo.sh", TRAINER=trainer, FILTER_GROUPS=str(v1))
+    assert result.returncode == 0, result.stderr[-3000:]
+    (config,) = configs(result.stdout)
+    expected = {**PAPER, **TRAINERS[trainer]}
+    for key, value in expected.items():
+        assert OmegaConf.select(config, key) == value, key
+    assert config.algorithm.adv_estimator == "gdpo" and config.algorithm.gdpo.batch_norm == "token"
+    check_config(config)  # what the run checks before Ray starts
+
+
+@pytest.mark.parametrize("trainer", ["legacy", "one_step_off", "fully_async"])
+def test_dynamic_sampling_outside_the_v1_trainer_is_refused_before_ray_starts(trainer):
+    result = dry_run(ROOT / "math_length" / "r1_1.5b_gdpo.sh", TRAINER=trainer)  # the paper's FILTER_GROUPS=True
+    assert result.returncode == 0, result.stderr[-3000:]
+    (config,) = configs(result.stdout)
+    with pytest.raises(ValueError, match="runs on verl's V1 trainer only"):
+        check_config(config)
+
+
+@pytest.mark.parametrize(("environment", "message"), [
+    ({"TRAINER": "async"}, "TRAINER must be sync, colocate_async, separate_async, legacy, one_step_off or fully_async"),
+    ({"TRAINER": "separate_async", "MINI_BATCH_SIZE": "100"}, r"TRAIN_BATCH_SIZE \(512\) must be a multiple of "
+                                                               r"MINI_BATCH_SIZE \(100\)"),
+])
+def test_a_bad_trainer_setting_stops_the_recipe_naming_it(environment, message):
+    result = dry_run(ROOT / "math_length" / "r1_1.5b_gdpo.sh", **environment)
+    assert result.returncode == 2
+    assert re.search(message, result.stderr), result.stderr
 
 
 TOOL_CALLING = sorted((ROOT / "tool_calling").glob("qwen*.sh"))

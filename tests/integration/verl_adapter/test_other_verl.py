@@ -138,6 +138,9 @@ CHANGED = [
      "from verl.trainer.ppo.v1 import trainer_base"),
     ("verl.experimental.reward_loop.reward_manager.naive", "NaiveRewardManager.__init__", "parameter",
      "import verl.experimental.reward_loop.reward_manager"),
+    # the base of verl's experimental trainers, imported by their entry points
+    ("verl.experimental.separation.ray_trainer", "SeparateRayPPOTrainer._fit_compute_advantage", "parameter",
+     "import verl.experimental.one_step_off_policy.ray_trainer"),
 ]
 
 
@@ -263,6 +266,21 @@ def test_the_legacy_trainer_needs_no_transfer_queue(monkeypatch):
     config.trainer.use_v1 = True
     with pytest.raises(ValueError, match=r"or train with verl's legacy trainer: trainer\.use_v1=false"):
         check_config(config)
+
+
+def test_verls_experimental_trainers_need_no_transfer_queue(monkeypatch):
+    # their configs keep ppo_trainer.yaml's trainer.use_v1=true, but their trainers (on SeparateRayPPOTrainer) keep
+    # samples in DataProto; their configs add a top-level rollout section (the standalone rollout's nodes)
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module("gdpo_verl.config", version_base=None):
+        config = compose("gdpo_trainer", overrides=["algorithm.gdpo_reward_keys=[correct,length]",
+                                                    "+rollout={nnodes:1,n_gpus_per_node:8}"])
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "transfer_queue" else real(name, *args))
+    assert config.trainer.use_v1
+    assert check_config(config) is not None
 
 
 def test_the_doctor_on_a_verl_without_transfer_queue_warns_and_still_checks_the_rest(tmp_path):

@@ -42,6 +42,10 @@ ERRORS = [
         ["algorithm.filter_groups.enable=true", "reward.reward_manager.name=naive"],
         r"filter_groups\.metric=gdpo_signature is computed by gdpo-verl's reward manager.*register:naive",
     ),
+    # dynamic sampling where verl would ignore it: the legacy trainer, an experimental trainer's config
+    (["algorithm.filter_groups.enable=true", "trainer.use_v1=false"], r"runs on verl's V1 trainer only"),
+    (["algorithm.filter_groups.enable=true", "+rollout={nnodes:1,n_gpus_per_node:8}"],
+     r"experimental trainers \(one_step_off_policy, fully_async_policy\) ignore it"),
 ]
 
 
@@ -138,4 +142,17 @@ def test_main_ppo_stops_before_ray_starts(arguments, message, tmp_path):
     result = main_ppo(tmp_path, *arguments)
     assert result.returncode != 0
     assert message in result.stderr
+    assert RAY_STARTS not in result.stdout
+
+
+@pytest.mark.parametrize("entry_point", ["verl.experimental.one_step_off_policy.main_ppo",
+                                         "verl.experimental.fully_async_policy.fully_async_main"])
+def test_verls_experimental_entry_points_stop_before_ray_starts(entry_point, tmp_path):
+    # they call main_ppo's run_ppo without validate_config in the driver: the run_ppo that gdpo-verl wraps when they
+    # import it checks the config first, and the GDPO settings come on their own configs by +gdpo=settings
+    command = [sys.executable, "-m", entry_point, "hydra.searchpath=[pkg://verl.trainer.config,pkg://gdpo_verl.config]",
+               "+gdpo=settings"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "gdpo_reward_keys is not set" in result.stderr
     assert RAY_STARTS not in result.stdout

@@ -193,7 +193,7 @@ def test_a_step_where_no_component_applies_to_any_response_stops_naming_the_keys
 def test_the_packaged_config_with_its_defaults_passes_the_option_checks():
     from importlib.resources import files
 
-    declared = OmegaConf.load(files("gdpo_verl.config") / "gdpo_trainer.yaml").algorithm
+    declared = OmegaConf.load(files("gdpo_verl.config") / "gdpo" / "settings.yaml").algorithm
     declared.gdpo_reward_keys = ["correct", "length"]
     settings = settings_from_config(declared)  # every option given, at its default
     assert (settings.options.conflict, settings.options.baseline) == ("none", "mean")
