@@ -70,14 +70,18 @@ launch() {
         fully_async)
             entry=(-m verl.experimental.fully_async_policy.fully_async_main)
             # the trainer takes one PPO mini-batch of prompts from the rollouter's queue per step and syncs weights
-            # after a batch's worth of them; the rollouter generates TOTAL_STEPS batches' worth of prompts, one at a
-            # time (verl asserts data.train_batch_size=0 and data.gen_batch_size=1, set after the recipe's)
+            # after a batch's worth of them; the rollouter generates TOTAL_STEPS batches' worth of prompts (where the
+            # recipe has TOTAL_STEPS), one at a time (verl asserts data.train_batch_size=0 and data.gen_batch_size=1,
+            # set after the recipe's)
             per_batch=$(mini_batches_per_batch)
             mode=("${experimental[@]}" "async_training.require_batches=1"
                   "async_training.trigger_parameter_sync_step=${per_batch}")
             last=(data.train_batch_size=0 data.gen_batch_size=1)
+            # (verl's config caps it at 100 prompts otherwise; null: the epochs of the data the recipe sets)
             if [ -n "${TOTAL_STEPS:-}" ]; then
                 last+=("rollout.total_rollout_steps=$((TOTAL_STEPS * TRAIN_BATCH_SIZE))")
+            else
+                last+=(rollout.total_rollout_steps=null)
             fi ;;
         *)
             echo "TRAINER must be sync, colocate_async, separate_async, legacy, one_step_off or fully_async;" \

@@ -24,6 +24,8 @@
 #                            The trainers with rollout apart from training (separate_async, one_step_off, fully_async)
 #                            get a second placeholder "GPU" for their rollout server and sync weights over TCP
 #                            (gdpo_verl/verl_adapter/cpu_checkpoint_engine.py: verl has no checkpoint engine for CPUs).
+#                            fully_async trains (prompts in the data x STEPS) / ppo_mini_batch_size steps (STEPS with
+#                            the CPU run's 8 prompts and mini-batch of 8), and sets trainer.test_freq=STEPS+1.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${CPU_TRAINING_PYTHON:-${CPU_TRAINING_VENV:-$ROOT/.venv-cpu-training}/bin/python}
@@ -133,4 +135,4 @@ if [ -n "${PROGRESS:-}" ]; then
     SUPERVISE+=(--progress "$PROGRESS")
 fi
 exec "$PYTHON" -m gdpo_verl.verl_adapter.supervise "${SUPERVISE[@]}" -- "$PYTHON" "${ENTRY[@]}" "${CPU[@]}" \
-    "${MODE[@]}" "$@" "${LAST[@]}"
+    "${MODE[@]}" "$@" ${LAST[@]+"${LAST[@]}"}

@@ -13,6 +13,8 @@
 #   OUT=dir                  where the model, data, metrics, per-step records and checkpoint go
 #                            (default outputs/cpu_training; the run's own subfolders in it are replaced)
 #   STEPS=n                  training steps (default 2)
+#   TRAINER=name             which of verl's trainers (default sync; scripts/cpu_main_ppo.sh lists them), also told
+#                            to check_run
 #   RESUME=1                 go on with the run already in OUT from its latest checkpoint, up to STEPS (its
 #                            model, data, records and metrics are kept; add trainer.save_freq=1 to the first
 #                            run to checkpoint every step)
@@ -76,4 +78,4 @@ TASK=(
     trainer.project_name=gdpo_cpu trainer.experiment_name=tiny
 )
 OUT="$OUT" STEPS="$STEPS" START_STEP="${START_STEP:-0}" bash "$ROOT/scripts/cpu_main_ppo.sh" "${TASK[@]}" "${RESUME_ARGS[@]}" "$@"
-"$PYTHON" -m gdpo_verl.tools.check_run "$OUT" --steps "$STEPS"
+"$PYTHON" -m gdpo_verl.tools.check_run "$OUT" --steps "$STEPS" --trainer "${TRAINER:-sync}"

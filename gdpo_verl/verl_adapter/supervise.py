@@ -141,16 +141,21 @@ def waits_are_reported() -> bool:
 
 
 def logged_steps(metrics: Path) -> dict[int, dict]:
-    """verl's file logger, one JSON line per step: ``{step: data}``; empty before the first step."""
+    """verl's file logger, one JSON line per step: ``{step: data}``; empty before the first step. A line is the
+    step its ``training/global_step`` says where it has one (verl's fully asynchronous trainer logs a step's training
+    metrics under the weight version after it), else the step it was logged under; a later line of a step adds to
+    what an earlier one logged."""
     if not metrics.is_file():
         return {}
-    steps = {}
+    steps: dict[int, dict] = {}
     for line in metrics.read_text().splitlines():
         try:
             entry = json.loads(line)
-            steps[int(entry["step"])] = entry["data"]
-        except (ValueError, KeyError, TypeError):
+            data = entry["data"]
+            step = int(data.get("training/global_step", entry["step"]))
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue  # a line being written right now; the next look reads it whole
+        steps[step] = {**steps.get(step, {}), **data}
     return steps
 
 

@@ -61,7 +61,7 @@ REWARD_KEYS_KEY = "gdpo_verl_reward_keys"
 RECORD_WRITER_ATTRIBUTE = "_gdpo_verl_record_writer"
 
 # The config that validate_config checked last in this thread (main_ppo then hands it to run_ppo).
-_CHECKED_CONFIG: ContextVar[int | None] = ContextVar("gdpo_verl_checked_config", default=None)
+_CHECKED_CONFIG: ContextVar[Any] = ContextVar("gdpo_verl_checked_config", default=None)
 
 # The legacy trainer whose fit() is running in this thread (its global_steps numbers the step's records).
 _LEGACY_TRAINER: ContextVar[Any] = ContextVar("gdpo_verl_legacy_trainer", default=None)
@@ -85,7 +85,7 @@ def _wrap_validate_config(module: ModuleType) -> None:
         @functools.wraps(original)
         def validate_config(config: Any, *args: Any, **kwargs: Any) -> Any:
             check_config(config)
-            _CHECKED_CONFIG.set(id(config))
+            _CHECKED_CONFIG.set(config)
             _wrap_run_ppo()
             return original(config, *args, **kwargs)
 
@@ -116,7 +116,7 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     def run_ppo(config: Any, task_runner_class: Any, *args: Any, **kwargs: Any) -> Any:
         algorithm = config.algorithm
         if algorithm.adv_estimator == ESTIMATOR_NAME or observes(algorithm):
-            if _CHECKED_CONFIG.get() != id(config):  # main_ppo's validate_config checked it just before
+            if _CHECKED_CONFIG.get() is not config:  # main_ppo's validate_config checked it just before
                 check_config(config)  # before Ray starts, whichever entry point called
             task_runner_class = _NodesCheckedFirst(task_runner_class, coding_reward_kwargs(config))
         return original(config, task_runner_class, *args, **kwargs)
@@ -177,16 +177,7 @@ def _wrap_v1_trainer(module: ModuleType) -> None:
 
 def _wrap_legacy_trainer(module: ModuleType) -> None:
     require(module)
-
-    def fit_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with legacy_trainer_running(self):
-                return original(self, *args, **kwargs)
-
-        return fit
-
-    wrap_attribute(module.RayPPOTrainer, "fit", fit_wrapper)
+    wrap_attribute(module.RayPPOTrainer, "fit", _trainer_running_wrapper)
     _wrap_legacy_functions(module)
 
 
@@ -195,17 +186,18 @@ def _wrap_separation_trainer(module: ModuleType) -> None:
     ``SeparateRayPPOTrainer``, whose own ``fit``/``fit_step`` replace ``RayPPOTrainer.fit``: the trainer is made
     known around its advantage stage instead, and the legacy functions it calls by its own names are wrapped there."""
     require(module)
-
-    def advantage_stage_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def _fit_compute_advantage(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with legacy_trainer_running(self):
-                return original(self, *args, **kwargs)
-
-        return _fit_compute_advantage
-
-    wrap_attribute(module.SeparateRayPPOTrainer, "_fit_compute_advantage", advantage_stage_wrapper)
+    wrap_attribute(module.SeparateRayPPOTrainer, "_fit_compute_advantage", _trainer_running_wrapper)
     _wrap_legacy_functions(module)
+
+
+def _trainer_running_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A trainer's method inside which legacy advantage steps belong to that trainer (``legacy_trainer_running``)."""
+    @functools.wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with legacy_trainer_running(self):
+            return original(self, *args, **kwargs)
+
+    return method
 
 
 def _wrap_legacy_functions(module: ModuleType) -> None:

@@ -1,5 +1,7 @@
-"""Two steps of GDPO on the coding reward through verl's main_ppo on the CPU (scripts/cpu_main_ppo.sh): the
-programs the policy writes run in the bubblewrap sandbox inside verl's reward worker, a Ray actor.
+"""Two steps of GDPO on the coding reward through verl's main_ppo on the CPU (scripts/cpu_main_ppo.sh), on the V1
+trainer's asynchronous colocated mode (TRAINER=colocate_async: step 2 trains on rollouts one policy version old;
+tests/e2e/test_trainers.py runs the other asynchronous trainers): the programs the policy writes run in the
+bubblewrap sandbox inside verl's reward worker, a Ray actor.
 
 The tiny model's vocabulary holds three whole fenced programs as single tokens (a right one, a wrong one, one that
 raises), so a freshly initialised model writes each of them in some responses and none in others: pass_rate,
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from gdpo_verl.tools.check_run import MAX_PROBS_DIFF, PROBS_DIFF, STALENESS
 from tests.e2e.test_cpu_training import PYTHON, ROOT
 
 pytestmark = pytest.mark.cpu_training
@@ -64,7 +67,8 @@ def test_two_gdpo_steps_score_programs_in_the_sandbox_inside_verls_reward_worker
     ]
     env = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "VERL_"))}
     run = subprocess.run(["bash", str(ROOT / "scripts" / "cpu_main_ppo.sh"), *overrides],
-                         env={**env, "CPU_TRAINING_PYTHON": str(PYTHON), "OUT": str(out), "STEPS": "2"},
+                         env={**env, "CPU_TRAINING_PYTHON": str(PYTHON), "OUT": str(out), "STEPS": "2",
+                              "TRAINER": "colocate_async"},
                          capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     # main_ppo started the sandbox on every Ray node before verl's TaskRunner (and so before any model) started
@@ -77,6 +81,10 @@ def test_two_gdpo_steps_score_programs_in_the_sandbox_inside_verls_reward_worker
     rewards = {key: [value for record in records for value in record["rewards"][key]] for key in KEYS}
     for key in KEYS:
         assert f"gdpo/{key}/mean" in metrics[1], key
+    # colocate_async: one warm-up batch, so step 2 trained on rollouts of the policy before it; step 1's were
+    # generated after the first weight sync, so vLLM agreed with the actor there (it starts on random weights)
+    assert [metrics[step][STALENESS] for step in (1, 2)] == [0, 1]
+    assert metrics[1][PROBS_DIFF] < MAX_PROBS_DIFF
     # programs ran in the sandbox inside the reward worker: only a run of the right program passes a test
     assert max(rewards["pass_rate"]) == 1.0
     # and the others were told apart: no program (no code, or the one that raises) is not clean, a wrong one is

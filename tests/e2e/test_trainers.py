@@ -8,7 +8,8 @@ checks what is particular to its trainer: how stale its rollouts are, and that i
 server. The trainers with rollout apart from training sync weights through gdpo-verl's CPU checkpoint engine
 (``cpu_tcp``), which logs what it sent.
 
-verl's V1 ``sync`` trainer and its legacy trainer have their runs in test_cpu_training.py.
+verl's V1 ``sync`` trainer and its legacy trainer have their runs in test_cpu_training.py, its ``colocate_async`` mode
+in test_coding_run.py (the coding reward's run).
 """
 
 import math
@@ -38,15 +39,6 @@ def run_trainer(out, trainer, steps, *overrides):
     metrics, records = step_metrics(out), step_records(out)
     assert sorted(metrics) == sorted(records) == list(range(1, steps + 1))
     return stdout, metrics
-
-
-def test_colocate_async_trains_on_rollouts_one_version_old(tmp_path):
-    # trainer.v1.trainer_mode=colocate_async: one warm-up batch, so every step after the first trains on rollouts
-    # that the policy before it generated; check_run names them and holds the probs diff of step 1 alone
-    stdout, metrics = run_trainer(tmp_path, "colocate_async", 2)
-    assert [metrics[step][STALENESS] for step in (1, 2)] == [0, 1]
-    assert "step 2: rollouts up to 1 policy version(s) old" in stdout
-    assert metrics[1][PROBS_DIFF] < MAX_PROBS_DIFF
 
 
 def test_separate_async_syncs_weights_to_its_own_rollout_server(tmp_path):

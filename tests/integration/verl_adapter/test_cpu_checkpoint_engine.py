@@ -14,16 +14,34 @@ from verl.checkpoint_engine.base import CheckpointEngineRegistry
 from gdpo_verl.verl_adapter.cpu_checkpoint_engine import BACKEND, METRICS, CpuTcpCheckpointEngine
 
 
-def group(actors, rollouts, bucket_size, **kwargs):
+def engines(actors, rollouts, bucket_size, **kwargs):
+    """As verl makes them: the actor worker passes is_master (rank 0 or not), the rollout side leaves it unset."""
     actor = [CheckpointEngineRegistry.new(BACKEND, bucket_size=bucket_size, is_master=rank == 0, **kwargs)
              for rank in range(actors)]
-    rollout = [CheckpointEngineRegistry.new(BACKEND, bucket_size=bucket_size, **kwargs) for _ in range(rollouts)]
+    return actor, [CheckpointEngineRegistry.new(BACKEND, bucket_size=bucket_size, **kwargs) for _ in range(rollouts)]
+
+
+def connect(actor, rollout):
+    """What CheckpointEngineManager.build_process_group does before each weight update."""
     metadata = [engine.prepare() for engine in actor + rollout]
-    actor_kwargs, rollout_kwargs = CpuTcpCheckpointEngine.build_topology(actors, rollouts, metadata)
-    for engines, kwargs_lists in ((actor, actor_kwargs), (rollout, rollout_kwargs)):
-        for rank, engine in enumerate(engines):
+    actor_kwargs, rollout_kwargs = CpuTcpCheckpointEngine.build_topology(len(actor), len(rollout), metadata)
+    for group, kwargs_lists in ((actor, actor_kwargs), (rollout, rollout_kwargs)):
+        for rank, engine in enumerate(group):
             engine.init_process_group(**{key: values[rank] for key, values in kwargs_lists.items()})
+
+
+def group(actors, rollouts, bucket_size, **kwargs):
+    actor, rollout = engines(actors, rollouts, bucket_size, **kwargs)
+    connect(actor, rollout)
     return actor, rollout
+
+
+def sync(actor, rollout, weights):
+    async def both():
+        return await asyncio.gather(*(engine.send_weights(iter(weights)) for engine in actor),
+                                    *(received(engine) for engine in rollout))
+
+    return asyncio.run(both())
 
 
 async def received(engine):
@@ -35,11 +53,7 @@ def test_every_rollout_worker_receives_every_weight_bit_for_bit_in_any_dtype():
                for i, dtype in enumerate([torch.bfloat16, torch.float32, torch.float16, torch.bfloat16, torch.float64])]
     actor, rollout = group(2, 3, bucket_size=200)  # buckets smaller than most tensors: one tensor per message
 
-    async def sync():
-        return await asyncio.gather(*(engine.send_weights(iter(weights)) for engine in actor),
-                                    *(received(engine) for engine in rollout))
-
-    sent, idle, *got = asyncio.run(sync())
+    sent, idle, *got = sync(actor, rollout, weights)
     for engine in actor + rollout:
         engine.finalize()
     for copy in got:
@@ -57,6 +71,19 @@ def test_a_receiver_whose_sender_never_sends_stops_with_an_error_naming_it():
         asyncio.run(received(rollout[0]))
     for engine in actor + rollout:
         engine.finalize()
+
+
+def test_a_sender_whose_receiver_died_stops_with_an_error_and_the_next_update_works():
+    weights = [("w", torch.ones(4))]
+    actor, rollout = group(1, 1, bucket_size=1 << 20, timeout_s=0.5)
+    rollout[0].finalize()  # the rollout worker's process died: its socket is gone
+    with pytest.raises(RuntimeError, match=r"cpu_tcp: .*rollout worker.*0\.5 s; (it|they) stopped or"):
+        asyncio.run(actor[0].send_weights(iter(weights)))
+    # verl prepares every engine again for the next update (a new rollout worker in its place): nothing of the
+    # failed one is left to take its buckets
+    connect(actor, rollout)
+    sent, got = sync(actor, rollout, weights)
+    assert sent[f"{METRICS}/receivers"] == 1 and torch.equal(got[0][1], weights[0][1])
 
 
 def test_a_bucket_size_of_zero_is_refused():

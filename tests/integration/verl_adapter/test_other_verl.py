@@ -268,18 +268,20 @@ def test_the_legacy_trainer_needs_no_transfer_queue(monkeypatch):
         check_config(config)
 
 
-def test_verls_experimental_trainers_need_no_transfer_queue(monkeypatch):
+@pytest.mark.parametrize(("trainer", "config_name"), [("one_step_off_policy", "one_step_off_ppo_trainer"),
+                                                     ("fully_async_policy", "fully_async_ppo_trainer")])
+def test_verls_experimental_trainers_need_no_transfer_queue(monkeypatch, trainer, config_name):
     # their configs keep ppo_trainer.yaml's trainer.use_v1=true, but their trainers (on SeparateRayPPOTrainer) keep
-    # samples in DataProto; their configs add a top-level rollout section (the standalone rollout's nodes)
-    from hydra import compose, initialize_config_module
+    # samples in DataProto: verl's own config of each, with gdpo-verl's settings as its entry point takes them, passes
+    from hydra import compose, initialize_config_dir
 
-    with initialize_config_module("gdpo_verl.config", version_base=None):
-        config = compose("gdpo_trainer", overrides=["algorithm.gdpo_reward_keys=[correct,length]",
-                                                    "+rollout={nnodes:1,n_gpus_per_node:8}"])
+    with initialize_config_dir(str(Path(verl.__file__).parent / "experimental" / trainer / "config"), version_base=None):
+        config = compose(config_name, overrides=["hydra.searchpath=[pkg://verl.trainer.config,pkg://gdpo_verl.config]",
+                                                 "+gdpo=settings", "algorithm.gdpo_reward_keys=[correct,length]"])
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *args: None if name == "transfer_queue" else real(name, *args))
-    assert config.trainer.use_v1
+    assert config.trainer.use_v1 and config.algorithm.adv_estimator == "gdpo"
     assert check_config(config) is not None
 
 

@@ -119,7 +119,7 @@ def test_options_are_checked_before_ray_starts(gdpo, weights, filter_metric, mes
         "algorithm": {**algorithm(**gdpo), "gdpo_reward_weights": weights,
                       "filter_groups": {"enable": filter_metric is not None, "metric": filter_metric}},
         "reward": {"reward_manager": {"name": "gdpo_verl", "source": "register"}},
-        "trainer": {"use_v1": False},
+        "trainer": {"use_v1": True},  # dynamic sampling: the V1 trainer's
     })
     if message is None:
         check_config(config)
