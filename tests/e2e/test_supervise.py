@@ -356,3 +356,14 @@ def test_progress_prints_one_line_per_step_instead_of_the_output(tmp_path):
     assert process.returncode == 0
     assert stdout == "gdpo seed 3 step 1/1: correct 0.250  short 1.000  1.5 s\n"
     assert "chatter" in (tmp_path / "run.log").read_text()
+
+
+def test_a_step_logged_under_the_next_weight_version_counts_for_the_step_it_trained(tmp_path):
+    # verl's fully asynchronous trainer logs its rollouter's timing under weight versions 0, 1, 2 and step 1's training
+    # metrics under version 2 (training/global_step 1): the progress line of step 1 shows step 1's rewards
+    lines = [{"step": 0, "data": {"timing": 1.0}}, {"step": 1, "data": {"timing": 2.0}},
+             {"step": 2, "data": {"training/global_step": 1, "gdpo/correct/mean": 0.25}}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    logged = supervise.logged_steps(tmp_path / "metrics.jsonl")
+    assert logged == {0: {"timing": 1.0}, 1: {"timing": 2.0, "training/global_step": 1, "gdpo/correct/mean": 0.25}}
+    assert "correct 0.250" in supervise.progress_line("run", 1, 2, logged[1])
