@@ -78,4 +78,5 @@ TASK=(
     trainer.project_name=gdpo_cpu trainer.experiment_name=tiny
 )
 OUT="$OUT" STEPS="$STEPS" START_STEP="${START_STEP:-0}" bash "$ROOT/scripts/cpu_main_ppo.sh" "${TASK[@]}" "${RESUME_ARGS[@]}" "$@"
-"$PYTHON" -m gdpo_verl.tools.check_run "$OUT" --steps "$STEPS" --trainer "${TRAINER:-sync}"
+"$PYTHON" -m gdpo_verl.tools.check_run "$OUT" --steps "$STEPS" --trainer "${TRAINER:-sync}" \
+    --resumed-from "${START_STEP:-0}"

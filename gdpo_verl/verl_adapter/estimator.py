@@ -53,9 +53,15 @@ def fill_unapplied(info: dict, keys: Any, forms: dict | None = None) -> dict:
     it does not apply to that response. verl stacks the samples' values by the first sample's keys, so a key some
     samples lack would otherwise raise there (or vanish when the first sample lacks it).
 
+    The components are then moved to the front of ``info``, in the order of ``keys``, whichever a response left out:
+    verl takes the first sample's key order as a batch's ``reward_extra_keys``, and ``DataProto.concat`` refuses
+    batches whose ``reward_extra_keys`` differ (verl's fully asynchronous trainer assembles each prompt group
+    separately, the legacy trainer's agent loop each worker's share of the batch).
+
     A per-token component (``token_level_scores_<key>``) cannot have such a gap: verl stacks per-token lists into one
     array. One that is None, or (``forms``: what this caller saw of each key before, updated here) is per token in
     one response and missing or None in another, is refused naming the fix."""
+    components: list[str] = []
     for key in map(str, keys):
         found, token_level = find_reward(key, info)
         if found is None:
@@ -68,6 +74,11 @@ def fill_unapplied(info: dict, keys: Any, forms: dict | None = None) -> dict:
             seen.add(form)
             if {"per token", "gap"} <= seen:
                 raise ValueError(per_token_gap(key))
+        components.append(found or key)
+    rest = [(name, value) for name, value in info.items() if name not in components]
+    ordered = [(name, info[name]) for name in components] + rest
+    info.clear()
+    info.update(ordered)
     return info
 
 

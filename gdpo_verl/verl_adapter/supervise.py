@@ -35,6 +35,7 @@ import argparse
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -62,6 +63,10 @@ WORK_WINDOW_S = 30.0
 WANTING_FRACTION = 0.5
 # Per thread: nanoseconds on a CPU, nanoseconds runnable in a run queue, time slices (Documentation/scheduler/sched-stats).
 SCHEDSTAT = "/proc/{pid}/task/{tid}/schedstat"
+# The last line of a Python traceback, as the command prints it (not a line a Ray worker's output was forwarded
+# with, which starts with its "(name pid=...)" prefix): "AssertionError: ...", "ray.exceptions.RayTaskError(...)".
+ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)(?:\(\w+\))?(?::.*)?$")
+ERROR_CHARS = 300
 PARTS = {  # what a process title stands for, in the stop message
     "VLLM::EngineCore": "the vLLM engine core",
     "VLLM::Worker": "a vLLM worker",
@@ -179,6 +184,7 @@ class Supervisor:
         self.waits: list[tuple[float, dict[tuple[int, int], float]]] = []
         self.waits_reported = waits_are_reported()
         self.is_working = False
+        self.last_error: str | None = None  # the command's last exception line (ERROR_LINE)
 
     def say(self, line: str) -> None:
         with self.lock:
@@ -191,9 +197,18 @@ class Supervisor:
             if self.args.progress is None:
                 sys.stdout.buffer.write(line)
                 sys.stdout.buffer.flush()
+            text = line.decode(errors="replace")
+            if ERROR_LINE.match(text.rstrip()):
+                self.last_error = text.rstrip()[:ERROR_CHARS]
             with self.lock:
-                self.log.write(line.decode(errors="replace"))
+                self.log.write(text)
                 self.log.flush()
+
+    def exited(self, code: int) -> str:
+        """The command's exit, with the last exception it printed: when a Ray actor's error brings the run down,
+        verl's actors die as the driver shuts down, and the supervisor may see one of them dead first."""
+        error = f" after printing {self.last_error!r}" if self.last_error else ""
+        return f"exited with code {code}{error}"
 
     def look(self) -> list[Part]:
         """Track the parts now running and the run's work; return the parts that died since the last look."""
@@ -287,9 +302,9 @@ class Supervisor:
                 if code is not None:
                     reader.join(timeout=10)
                     if died is not None and code != 0:
-                        return self.stop(f"{died}; the training command then exited with code {code}")
+                        return self.stop(f"{died}; the training command then {self.exited(code)}")
                     if code != 0:
-                        return self.stop(f"the training command exited with code {code}", code=code)
+                        return self.stop(f"the training command {self.exited(code)}", code=code)
                     step = max(logged_steps(args.metrics), default=0)
                     if step < args.steps:
                         return self.stop(f"the training command exited (code 0) after logging {step} of {args.steps} steps")

@@ -28,6 +28,7 @@ REWARD_LOOP = "verl.experimental.reward_loop.reward_loop"
 MAIN_PPO = "verl.trainer.main_ppo"
 # the base of verl's experimental trainers (one_step_off_policy, fully_async_policy)
 SEPARATION_TRAINER = "verl.experimental.separation.ray_trainer"
+FULLY_ASYNC_TRAINER = "verl.experimental.fully_async_policy.fully_async_trainer"
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ TOUCH_POINTS = (
     TouchPoint(SEPARATION_TRAINER, "compute_timing_metrics",
                "logs a component's statistics over the responses it applies to (experimental trainers)",
                ("batch", "timing_raw")),
+    TouchPoint(FULLY_ASYNC_TRAINER, "FullyAsyncTrainer.load_checkpoint",
+               "numbers the first step of a resumed fully asynchronous run as the one after its checkpoint", ("self",)),
     TouchPoint(REWARD_MANAGERS, "register", "registers the gdpo_verl reward manager", ("name",)),
     TouchPoint(f"{REWARD_MANAGERS}.naive", "NaiveRewardManager.__init__", "builds the gdpo_verl reward manager on it",
                ("self", "config", "tokenizer", "compute_score", "reward_router_address", "reward_model_tokenizer")),
@@ -102,7 +105,7 @@ def problem(point: TouchPoint, module: ModuleType) -> str | None:
     for part in point.name.split("."):
         if not hasattr(found, part):
             return "is missing"
-        found = getattr(found, part)
+        found = actor_class(getattr(found, part))
     if point.parameters is None:
         return None if isinstance(found, point.kind) else f"is a {type(found).__name__}, not a {point.kind.__name__}"
     if not callable(found):
@@ -119,6 +122,14 @@ def problem(point: TouchPoint, module: ModuleType) -> str | None:
         wanted = ", ".join([*expected, "...", *(f"{name}=" for name in point.keywords)])
         return f"takes ({', '.join(str(p) for p in parameters)}) where gdpo-verl expects ({wanted})"
     return None
+
+
+def actor_class(found: Any) -> Any:
+    """For a Ray actor class (``@ray.remote class ...``), the class Ray runs in the actor's process: its
+    ``modified_class``, a subclass of the one written, which holds a copy of each method (Ray wraps them there for
+    tracing), so a method replaced on the class written is never called. Anything else as it is."""
+    metadata = getattr(found, "__ray_metadata__", None)
+    return found if metadata is None else metadata.modified_class
 
 
 def require(module: ModuleType, module_name: str | None = None) -> None:

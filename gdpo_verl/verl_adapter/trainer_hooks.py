@@ -20,7 +20,10 @@ touch point (``touch_points.require``: a verl where it is missing or changed is 
 - verl's experimental trainers (``one_step_off_policy``, ``fully_async_policy``) run on
   ``separation.ray_trainer.SeparateRayPPOTrainer``, whose own ``fit`` replaces the legacy one: its
   ``_fit_compute_advantage`` makes the running trainer known, and the same three legacy functions are wrapped by
-  the names that module calls them.
+  the names that module calls them. ``fully_async_policy``'s ``FullyAsyncTrainer.load_checkpoint`` numbers the
+  first step of a resumed run one past the step after its checkpoint (verl 0.9.1); for GDPO runs the wrapper sets
+  the global step back to the number of steps the checkpoint holds, so no step number is skipped and the records
+  of the steps a killed run did not checkpoint are set aside (``resumed_step_number``).
 - ``verl.experimental.reward_loop.reward_manager``: registers the "gdpo_verl" reward manager.
 - ``RewardLoopWorker.compute_score`` (every reward manager's results pass there, on both trainers): a GDPO reward
   component that a response's ``compute_score`` dict leaves out is set to None there (it does not apply to that
@@ -35,6 +38,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,9 +52,12 @@ from gdpo_verl.verl_adapter.estimator import Step, current_step, fill_unapplied,
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME
 from gdpo_verl.verl_adapter.settings import check_config, coding_reward_kwargs, observes, settings_from_config
-from gdpo_verl.verl_adapter.touch_points import (LEGACY_TRAINER, MAIN_PPO, REWARD_LOOP, REWARD_MANAGERS,
-                                                 SEPARATION_TRAINER, V1_TRAINER, require)
+from gdpo_verl.verl_adapter.touch_points import (FULLY_ASYNC_TRAINER, LEGACY_TRAINER, MAIN_PPO, REWARD_LOOP,
+                                                 REWARD_MANAGERS, SEPARATION_TRAINER, V1_TRAINER, actor_class,
+                                                 require)
 from gdpo_verl.verl_adapter.transfer_queue import fetch_groups, fetch_step_inputs
+
+logger = logging.getLogger("gdpo_verl")
 
 # The legacy trainer hands the step's gdpo/ metrics from compute_advantage to compute_data_metrics on the batch.
 METRICS_KEY = "gdpo_verl_metrics"
@@ -73,6 +80,7 @@ def install() -> None:
     after_import(V1_TRAINER, _wrap_v1_trainer)
     after_import(LEGACY_TRAINER, _wrap_legacy_trainer)
     after_import(SEPARATION_TRAINER, _wrap_separation_trainer)
+    after_import(FULLY_ASYNC_TRAINER, _wrap_fully_async_trainer)
     after_import(MAIN_PPO, _wrap_imported_run_ppo)
     after_import(REWARD_MANAGERS, _register_reward_manager)
     after_import(REWARD_LOOP, _wrap_reward_loop_worker)
@@ -188,6 +196,46 @@ def _wrap_separation_trainer(module: ModuleType) -> None:
     require(module)
     wrap_attribute(module.SeparateRayPPOTrainer, "_fit_compute_advantage", _trainer_running_wrapper)
     _wrap_legacy_functions(module)
+
+
+def _wrap_fully_async_trainer(module: ModuleType) -> None:
+    """``FullyAsyncTrainer`` is a Ray actor class: its method is wrapped on the class Ray runs
+    (``touch_points.actor_class``), in every process that imports the module (the actor's own included)."""
+    require(module)
+    wrap_attribute(actor_class(module.FullyAsyncTrainer), "load_checkpoint", _load_checkpoint_wrapper)
+
+
+def _load_checkpoint_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    async def load_checkpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
+        before = self.global_steps
+        version = await original(self, *args, **kwargs)
+        algorithm = self.config.algorithm
+        if version and (algorithm.adv_estimator == ESTIMATOR_NAME or observes(algorithm)):
+            resumed_step_number(self, before, version)
+        return version
+
+    return load_checkpoint
+
+
+def resumed_step_number(trainer: Any, before: int, version: int) -> None:
+    """After verl's fully asynchronous trainer loaded the checkpoint of weight ``version``: its ``fit`` adds 1 to
+    ``global_steps`` before the first step, as from ``before`` (its value before the load) in a fresh run, so the
+    first step after the checkpoint's ``version x trigger_parameter_sync_step`` steps is numbered one past them when
+    ``global_steps`` is ``before`` plus those steps. verl 0.9.1 adds 1 more (``load_checkpoint``: ``version x
+    trigger + 1``), which skips a step number: the resumed run's records would leave the killed run's record of the
+    skipped number in place, and a weight schedule would read the wrong step."""
+    trained = version * trainer.trigger_parameter_sync_step
+    if trainer.global_steps == before + trained:
+        return
+    logger.warning(
+        "gdpo-verl: verl's fully asynchronous trainer, resumed from the checkpoint of weight version %d (%d steps "
+        "trained, %d per version), set its global step to %d, which would number the next step %d and skip step %d; "
+        "set to %d, so the next step is %d.",
+        version, trained, trainer.trigger_parameter_sync_step, trainer.global_steps, trainer.global_steps + 1,
+        before + trained + 1, before + trained, before + trained + 1,
+    )
+    trainer.global_steps = before + trained
 
 
 def _trainer_running_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -128,3 +128,18 @@ def test_metrics_logged_under_the_next_weight_version_count_for_the_step_they_tr
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert check_run.check(tmp_path, 1)[1] == []
     assert check_run.step_metrics(tmp_path) == {1: trained["data"]}
+
+
+def test_a_fully_async_step_that_lost_its_metrics_to_a_kill_is_accepted_only_where_the_run_resumed(tmp_path):
+    # verl's fully asynchronous trainer logs a step's metrics during the next step: a run killed in step 2 never
+    # logged step 1, and the run resumed from step 1's checkpoint does not train it again. Its record is there.
+    write_run(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text("")
+    lost = "step 1: not in"
+    assert lost in check_run.check(tmp_path, 1, trainer="fully_async")[1][0]  # not resumed: a problem
+    assert lost in check_run.check(tmp_path, 1, trainer="sync", resumed_from=1)[1][0]  # another trainer logs it
+    lines, problems = check_run.check(tmp_path, 1, trainer="fully_async", resumed_from=1)
+    assert problems == []
+    assert "step 1: recorded, not in verl's metrics: the run resumed from its checkpoint" in lines[0]
+    (tmp_path / "gdpo" / "gdpo_steps.jsonl").write_text("")
+    assert lost in check_run.check(tmp_path, 1, trainer="fully_async", resumed_from=1)[1][0]  # no record either

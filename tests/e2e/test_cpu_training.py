@@ -1,8 +1,9 @@
 """Real GDPO training on the CPU, through verl's own main_ppo: the main job (two steps, beside a busy process per
 core); a run whose vLLM engine core is killed, which must stop by itself, with everything it started; and a run
 killed inside a step and resumed from its checkpoint, on verl's V1 and legacy trainers, with no step lost or
-doubled (the legacy trainer's runs without TransferQueue; the resumed runs on a mixed-task batch, with GD2PO's
-snr masking and a weight schedule).
+doubled (the legacy trainer's runs without TransferQueue; the V1 trainer's resumed under sync, then under
+colocate_async; the resumed runs on a mixed-task batch, with GD2PO's snr masking and a weight schedule).
+test_trainers.py resumes verl's other asynchronous trainers the same way.
 
 Nothing of verl is mocked: its V1 trainer, Ray, TransferQueue, the FSDP2 actor, the vLLM rollout server (vLLM's
 CPU build), the bucketed weight sync and the checkpoint all run for real, with this plugin's estimator,
@@ -60,9 +61,12 @@ def start_run(out: Path, steps: int, *overrides: str, resume: bool = False, busy
         hogs = f'for _ in $(seq {busy}); do {sys.executable} -c "while True: pass" </dev/null >/dev/null 2>&1 & echo $! >> "{out}/busy.pids"; done'
         command = ["bash", "-c", f'{hogs}; exec "$@"', "busy", *command]
     inherited = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "VERL_"))}
+    # PROGRESS: a line per step on stdout, the run's whole output in OUT/run.log alone. A test that polls the run
+    # reads its stdout only at the end, and the pipe holds 64 KiB: a run printing more (verl's experimental trainers
+    # print their whole config) would block on it and stall
     return subprocess.Popen(
         command,
-        env={**inherited, **(env or {}), "CPU_TRAINING_PYTHON": str(PYTHON), "OUT": str(out), "STEPS": str(steps),
+        env={**inherited, "PROGRESS": out.name, **(env or {}), "CPU_TRAINING_PYTHON": str(PYTHON), "OUT": str(out), "STEPS": str(steps),
              "RESUME": "1" if resume else "0"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -224,22 +228,24 @@ def finish_run(process: subprocess.Popen, what: str) -> str:
 
 
 def is_driver(process: psutil.Process) -> bool:
-    """verl's main_ppo itself (``python -m verl.trainer.main_ppo``), not the supervisor that names it."""
+    """verl's entry point itself (``python -m verl.trainer.main_ppo``, or an experimental trainer's), not the
+    supervisor that names it."""
     try:
-        return process.cmdline()[1:3] == ["-m", "verl.trainer.main_ppo"]
+        command = process.cmdline()
     except psutil.Error:
         return False
+    return command[1:2] == ["-m"] and command[2:3] != [] and command[2].startswith("verl.")
 
 
 def latest_checkpoint(out: Path) -> int:
     return int((out / "checkpoints" / "latest_checkpointed_iteration.txt").read_text())
 
 
-def kill_the_driver_in_step_3(process: subprocess.Popen, out: Path) -> str:
-    """Wait for the run's record of step 3 (the advantage step of step 3 has run; its checkpoint is not yet
+def kill_the_driver_in_step(process: subprocess.Popen, out: Path, step: int) -> str:
+    """Wait for the run's record of ``step`` (the advantage step of ``step`` has run; its checkpoint is not yet
     written), SIGKILL verl's driver (no clean shutdown) and return the run's stderr."""
     try:
-        wait_for(process, lambda: 3 in check_run.step_records(out), "the run's record of step 3")
+        wait_for(process, lambda: step in check_run.step_records(out), f"the run's record of step {step}")
         driver = next(p for p in psutil.Process(process.pid).children(recursive=True) if is_driver(p))
         driver.kill()
         _, stderr = process.communicate(timeout=180)
@@ -248,9 +254,29 @@ def kill_the_driver_in_step_3(process: subprocess.Popen, out: Path) -> str:
     assert process.returncode != 0
     # the supervisor names the killed driver's exit (and a Ray part that went down with it, if it saw that first)
     assert "exited with code -9" in stderr
-    assert [line["step"] for line in check_run.read_jsonl(out / "gdpo" / "gdpo_steps.jsonl")] == [1, 2, 3]
-    assert latest_checkpoint(out) == 2, "step 3's checkpoint was written before the kill; the test missed its window"
+    recorded = [line["step"] for line in check_run.read_jsonl(out / "gdpo" / "gdpo_steps.jsonl")]
+    assert recorded == list(range(1, step + 1))
+    assert latest_checkpoint(out) == step - 1, (
+        f"step {step}'s checkpoint was written before the kill; the test missed its window")
     return stderr
+
+
+def check_resumed(out: Path, steps: int, killed: int, stdout: str, unlogged: tuple[int, ...] = ()) -> None:
+    """The run resumed after its driver was killed in step ``killed`` finished: check_run passed (every step
+    once, with its gdpo/ metrics and a record equal to what verl trained on), each step logged and recorded once,
+    and the killed run's record of step ``killed`` moved aside. ``unlogged``: steps verl's metrics lack by design
+    (check_run accepts them, naming them)."""
+    assert f"GDPO CPU training run: OK ({steps} steps" in stdout
+    assert latest_checkpoint(out) == steps
+    # verl's file logger started its file afresh at each start: the earlier runs' lines were kept beside it
+    logged = [step for step, _ in check_run.step_lines(out)]
+    recorded = [line["step"] for line in check_run.read_jsonl(out / "gdpo" / "gdpo_steps.jsonl")]
+    assert recorded == list(range(1, steps + 1))
+    assert logged == [step for step in recorded if step not in unlogged]
+    # the killed run's record of that step was moved aside, not left beside the one verl trained on
+    superseded = check_run.read_jsonl(out / "gdpo" / "gdpo_steps.superseded.jsonl")
+    assert [line["step"] for line in superseded] == [killed]
+    assert "were moved to gdpo_steps.superseded.jsonl" in (out / "run.log").read_text()
 
 
 # The resumed runs train on a mixed-task batch (tests/fixtures/mixed_task/reward.py: the length component does not
@@ -296,23 +322,17 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
         assert latest_checkpoint(tmp_path) == 2
         # 2. the same run on to step 4: it resumes at step 3 (a resumed run recorded step 3 first: it did not
         # start again at step 1), and its driver is killed in step 3
-        kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step, *slow_update, resume=True), tmp_path)
+        kill_the_driver_in_step(start_run(tmp_path, 4, *every_step, *slow_update, resume=True), tmp_path, 3)
     else:
         # 1-2. on the legacy trainer, a fresh run of four steps, its driver killed in step 3
-        kill_the_driver_in_step_3(start_run(tmp_path, 4, *every_step, *slow_update, env=env), tmp_path)
+        kill_the_driver_in_step(start_run(tmp_path, 4, *every_step, *slow_update, env=env), tmp_path, 3)
 
-    # 3. started again with the same settings: from the step-2 checkpoint, steps 3 and 4
-    stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True, env=env), "the run resumed after the kill")
-    assert "GDPO CPU training run: OK (4 steps" in stdout  # check_run: every step once, with its gdpo/ metrics
-    assert latest_checkpoint(tmp_path) == 4
-    # verl's file logger started its file afresh at each start: the earlier runs' lines were kept beside it
-    logged = [line["step"] for line in check_run.logged_lines(tmp_path)]
-    recorded = [line["step"] for line in check_run.read_jsonl(tmp_path / "gdpo" / "gdpo_steps.jsonl")]
-    assert logged == recorded == [1, 2, 3, 4]
-    # the killed run's record of step 3 was moved aside, not left beside the one verl trained on
-    superseded = check_run.read_jsonl(tmp_path / "gdpo" / "gdpo_steps.superseded.jsonl")
-    assert [line["step"] for line in superseded] == [3]
-    assert "were moved to gdpo_steps.superseded.jsonl" in (tmp_path / "run.log").read_text()
+    # 3. started again with the same settings: from the step-2 checkpoint, steps 3 and 4; the V1 trainer's in its
+    # colocate_async mode (its checkpoint is the V1 trainer's whatever the mode: the sync run before it resumed from
+    # the main job's, this one resumes from the sync run's, with rollouts one version old allowed)
+    resumed = {**env, "TRAINER": "colocate_async"} if trainer == "v1" else env
+    stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True, env=resumed), "the run resumed after the kill")
+    check_resumed(tmp_path, 4, 3, stdout)
     if trainer == "legacy":  # verl's processes looked for TransferQueue and did not find it
         assert "transfer_queue" in (tmp_path / "no_transfer_queue.txt").read_text().split()
     # the V1 run's steps 1 and 2 are the main job's (the math reward alone, weights 1); on from step 3, and on the

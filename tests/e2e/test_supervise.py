@@ -299,8 +299,21 @@ def test_the_command_exit_code_is_reported(tmp_path):
     process = start(tmp_path, "echo boom >&2; exit 3", "--steps", "1")
     code, stderr, _ = finish(process)
     assert code == 3
-    assert "the training command exited with code 3" in stderr
+    assert "the training command exited with code 3. " in stderr
     assert "boom" in (tmp_path / "run.log").read_text()
+
+
+def test_the_last_error_the_command_printed_is_named_with_its_exit(tmp_path):
+    # a Ray actor's exception reaches the driver, which prints its traceback and exits; verl's actors die as it
+    # shuts down, and one seen dead first was named alone. A worker's own forwarded lines are not the driver's error
+    printed = ("echo '(Worker pid=1) ValueError: handled in the worker'; echo 'Traceback (most recent call last):'; "
+               "echo \"AssertionError: Conflicting values for meta_info key 'reward_extra_keys'\"; "
+               "echo 'Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.'; exit 1")
+    process = start(tmp_path, printed, "--steps", "1")
+    code, stderr, _ = finish(process)
+    assert code == 1
+    assert ("the training command exited with code 1 after printing \"AssertionError: Conflicting values for "
+            "meta_info key 'reward_extra_keys'\"") in stderr
 
 
 def test_a_command_that_ends_early_without_an_error_is_an_error(tmp_path):

@@ -141,6 +141,9 @@ CHANGED = [
     # the base of verl's experimental trainers, imported by their entry points
     ("verl.experimental.separation.ray_trainer", "SeparateRayPPOTrainer._fit_compute_advantage", "parameter",
      "import verl.experimental.one_step_off_policy.ray_trainer"),
+    # a method of a Ray actor class (@ray.remote class FullyAsyncTrainer), checked on the class it was made from
+    ("verl.experimental.fully_async_policy.fully_async_trainer", "FullyAsyncTrainer.load_checkpoint", "parameter",
+     "import verl.experimental.fully_async_policy.fully_async_trainer"),
 ]
 
 

@@ -15,7 +15,7 @@ from transformers import PreTrainedTokenizerFast
 import verl  # noqa: F401  (loads the entry point)
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
-from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 from gdpo_verl.verl_adapter.reward_manager import GdpoRewardManager, reward_signature
@@ -150,9 +150,12 @@ def put_finished_group(partition, texts):
     return uid
 
 
-def filtered_groups(partition, metric):
-    buffer = ReplayBuffer(
-        trainer_mode="sync",
+def filtered_groups(partition, metric, mode):
+    """The groups verl's replay buffer of the V1 trainer's ``mode`` drops for dynamic sampling: ``ReplayBuffer``
+    under ``sync``; under ``colocate_async`` and ``separate_async``, ``ReplayBufferAsync`` (the one verl's
+    trainer_base builds for them), by the eviction reasons its ``sample`` acts on."""
+    buffer = (ReplayBuffer if mode == "sync" else ReplayBufferAsync)(
+        trainer_mode=mode,
         trainer_config=OmegaConf.create({}),
         max_off_policy_threshold=None,
         max_off_policy_strategy="drop",
@@ -161,11 +164,16 @@ def filtered_groups(partition, metric):
         filter_groups_metric=metric,
     )
     buffer._sync_metadata_from_transfer_queue()
-    dropped, _ = buffer._dapo_filtered_keys(partition)
+    if mode == "sync":
+        dropped, _ = buffer._dapo_filtered_keys(partition)
+        return dropped
+    _, dropped, _, _ = buffer._terminal_eviction_reasons(0, partition)
+    assert buffer.get_sampleable_count(0, partition) == 3 - len(dropped)
     return dropped
 
 
-def test_gdpo_signature_keeps_groups_whose_components_vary_and_drops_constant_ones(transfer_queue):
+@pytest.mark.parametrize("mode", ["sync", "colocate_async", "separate_async"])
+def test_gdpo_signature_keeps_groups_whose_components_vary_and_drops_constant_ones(transfer_queue, mode):
     partition = f"dapo{uuid.uuid4().hex[:8]}"
     # (correct, length) = (1, 0) and (0, 1): the components vary, their sum (score) does not.
     constant_sum = put_finished_group(partition, ["the answer is 4", "5"])
@@ -174,10 +182,10 @@ def test_gdpo_signature_keeps_groups_whose_components_vary_and_drops_constant_on
     # (1, 1) and (0, 0): everything varies.
     varying = put_finished_group(partition, ["4", "the answer is 5"])
 
-    assert filtered_groups(partition, SIGNATURE_KEY) == {constant}
+    assert filtered_groups(partition, SIGNATURE_KEY, mode) == {constant}
     # The paper's choice, the summed reward, drops the constant-sum group as well.
-    assert filtered_groups(partition, "score") == {constant, constant_sum}
-    assert varying not in filtered_groups(partition, "score")
+    assert filtered_groups(partition, "score", mode) == {constant, constant_sum}
+    assert varying not in filtered_groups(partition, "score", mode)
 
 
 def test_per_token_components_are_padded_to_the_maximum_response_length():

@@ -98,6 +98,25 @@ def test_verls_stacking_of_reward_extra_info_gets_none_for_a_left_out_component(
                 ({"code": None}, {"code": 0.0}, {"code": 1.0})}) == 3
 
 
+def test_batches_whose_first_response_left_a_component_out_still_concatenate():
+    # verl's agent loop names a batch's reward_extra_keys by its first sample's dict, and DataProto.concat refuses
+    # batches whose names differ: verl's fully asynchronous trainer concatenates one batch per prompt group, the
+    # legacy trainer's agent loop one per worker. A group whose first response left "code" out (filled in last)
+    # would name the keys in another order than one whose response returned it.
+    def group(*infos):
+        infos = [fill_unapplied(dict(info), ["correct", "code"]) for info in infos]
+        keys = list(infos[0])
+        return DataProto.from_dict(tensors={"rm_scores": torch.zeros(len(infos), 2)},
+                                   non_tensors={key: np.array([info[key] for info in infos], dtype=object) for key in keys},
+                                   meta_info={"reward_extra_keys": keys})
+
+    left_out = group({"score": 1.0, "correct": 1.0}, {"score": 0.0, "correct": 0.0})
+    returned = group({"code": 1.0, "score": 2.0, "correct": 1.0}, {"score": 1.0, "correct": 1.0, "code": None})
+    batch = DataProto.concat([left_out, returned])
+    assert batch.meta_info["reward_extra_keys"] == ["correct", "code", "score"]
+    assert batch.non_tensor_batch["code"].tolist() == [None, None, 1.0, None]
+
+
 @pytest.mark.parametrize("gdpo, weights, filter_metric, message", [
     ({"conflict": "hard"}, None, None, None),
     ({"conflict": "maybe"}, None, None, r"algorithm.gdpo.conflict must be one of \('none', 'hard', 'snr'\)"),
