@@ -229,7 +229,7 @@ def resumed_step_number(trainer: Any, before: int, version: int) -> None:
     if trainer.global_steps == before + trained:
         return
     logger.warning(
-        "gdpo-verl: verl's fully asynchronous trainer, resumed from the checkpoint of weight version %d (%d steps "
+        "gdpo-verl: verl's fully asynchronous trainer, resumed from the checkpoint of weight version %d (%d step(s) "
         "trained, %d per version), set its global step to %d, which would number the next step %d and skip step %d; "
         "set to %d, so the next step is %d.",
         version, trained, trainer.trigger_parameter_sync_step, trainer.global_steps, trainer.global_steps + 1,

@@ -1,9 +1,9 @@
 """Real GDPO training on the CPU, through verl's own main_ppo: the main job (two steps, beside a busy process per
 core); a run whose vLLM engine core is killed, which must stop by itself, with everything it started; and a run
 killed inside a step and resumed from its checkpoint, on verl's V1 and legacy trainers, with no step lost or
-doubled (the legacy trainer's runs without TransferQueue; the V1 trainer's resumed under sync, then under
-colocate_async; the resumed runs on a mixed-task batch, with GD2PO's snr masking and a weight schedule).
-test_trainers.py resumes verl's other asynchronous trainers the same way.
+doubled (the legacy trainer's runs without TransferQueue; the V1 trainer's through its three modes, each resumed
+from the checkpoint the one before left; the resumed runs on a mixed-task batch, with GD2PO's snr masking and a
+weight schedule). test_trainers.py resumes verl's experimental trainers the same way.
 
 Nothing of verl is mocked: its V1 trainer, Ray, TransferQueue, the FSDP2 actor, the vLLM rollout server (vLLM's
 CPU build), the bucketed weight sync and the checkpoint all run for real, with this plugin's estimator,
@@ -13,8 +13,8 @@ scripts/setup_cpu_training_env.sh; docs/cpu-training.md lists every such piece.
 
 Each start of a run costs about 75 s on 2 cores (every process of the run imports torch, verl and vLLM); a step,
 seconds. So runs are shared where the checks need the same steps: the V1 resume goes on from a copy of the main
-job's run (which checkpoints after each step), and the legacy trainer's first run is the one killed in step 3.
-Six starts in all. They need .venv-cpu-training (scripts/test.sh creates it); ``pytest -m "not cpu_training"``
+job's run (which checkpoints after each step) through the V1 trainer's asynchronous modes, and the legacy
+trainer's first run is the one killed in step 3. Seven starts in all. They need .venv-cpu-training (scripts/test.sh creates it); ``pytest -m "not cpu_training"``
 leaves them out.
 """
 from __future__ import annotations
@@ -33,12 +33,15 @@ import psutil
 import pytest
 
 from gdpo_verl.tools import check_run
+from gdpo_verl.tools.check_run import MAX_PROBS_DIFF, PROBS_DIFF, SENT, STALENESS
 from gdpo_verl.verl_adapter import supervise
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / os.environ.get("CPU_TRAINING_VENV", ".venv-cpu-training")  # as scripts/setup_cpu_training_env.sh
 PYTHON = Path(os.environ.get("CPU_TRAINING_PYTHON", VENV / "bin" / "python"))
 STEPS = 2
+# The tiny model has 21 weight tensors (gdpo_verl/tools/tiny_model.py): what a weight sync sends.
+TENSORS = 21
 OTHER_VERL = ROOT / "tests" / "fixtures" / "other_verl"
 
 pytestmark = pytest.mark.cpu_training
@@ -241,9 +244,22 @@ def latest_checkpoint(out: Path) -> int:
     return int((out / "checkpoints" / "latest_checkpointed_iteration.txt").read_text())
 
 
+# A run to be killed inside a step: its trainer pauses right after the record of that step
+# (tests/fixtures/other_verl/sitecustomize.py), before the step's update and checkpoint, long enough for the test to
+# see the record and kill the run there however busy the machine is. Without it the window was the update's second
+# or so, which a test polling for the record once missed on a busy machine.
+PAUSE_S = 120
+
+
+def paused_after_record(step: int, env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (a run's environment) with its trainer paused after the record of ``step``."""
+    return {**(env or {}), "PYTHONPATH": str(OTHER_VERL), "PAUSE_AFTER_RECORD": f"{step}:{PAUSE_S}"}
+
+
 def kill_the_driver_in_step(process: subprocess.Popen, out: Path, step: int) -> str:
     """Wait for the run's record of ``step`` (the advantage step of ``step`` has run; its checkpoint is not yet
-    written), SIGKILL verl's driver (no clean shutdown) and return the run's stderr."""
+    written: the run was started with ``paused_after_record(step)``), SIGKILL verl's driver (no clean shutdown) and
+    return the run's stderr."""
     try:
         wait_for(process, lambda: step in check_run.step_records(out), f"the run's record of step {step}")
         driver = next(p for p in psutil.Process(process.pid).children(recursive=True) if is_driver(p))
@@ -261,11 +277,11 @@ def kill_the_driver_in_step(process: subprocess.Popen, out: Path, step: int) -> 
     return stderr
 
 
-def check_resumed(out: Path, steps: int, killed: int, stdout: str, unlogged: tuple[int, ...] = ()) -> None:
-    """The run resumed after its driver was killed in step ``killed`` finished: check_run passed (every step
-    once, with its gdpo/ metrics and a record equal to what verl trained on), each step logged and recorded once,
-    and the killed run's record of step ``killed`` moved aside. ``unlogged``: steps verl's metrics lack by design
-    (check_run accepts them, naming them)."""
+def check_resumed(out: Path, steps: int, killed: tuple[int, ...], stdout: str, unlogged: tuple[int, ...] = ()) -> None:
+    """The run resumed after its driver was killed in the steps ``killed`` (one per killed run) finished: check_run
+    passed (every step once, with its gdpo/ metrics and a record equal to what verl trained on), each step logged
+    and recorded once, and the killed runs' records of the steps they did not finish moved aside. ``unlogged``:
+    steps verl's metrics lack by design (check_run accepts them, naming them)."""
     assert f"GDPO CPU training run: OK ({steps} steps" in stdout
     assert latest_checkpoint(out) == steps
     # verl's file logger started its file afresh at each start: the earlier runs' lines were kept beside it
@@ -273,18 +289,18 @@ def check_resumed(out: Path, steps: int, killed: int, stdout: str, unlogged: tup
     recorded = [line["step"] for line in check_run.read_jsonl(out / "gdpo" / "gdpo_steps.jsonl")]
     assert recorded == list(range(1, steps + 1))
     assert logged == [step for step in recorded if step not in unlogged]
-    # the killed run's record of that step was moved aside, not left beside the one verl trained on
+    # the killed runs' records of those steps were moved aside, not left beside the ones verl trained on
     superseded = check_run.read_jsonl(out / "gdpo" / "gdpo_steps.superseded.jsonl")
-    assert [line["step"] for line in superseded] == [killed]
+    assert [line["step"] for line in superseded] == list(killed)
     assert "were moved to gdpo_steps.superseded.jsonl" in (out / "run.log").read_text()
 
 
 # The resumed runs train on a mixed-task batch (tests/fixtures/mixed_task/reward.py: the length component does not
 # apply to half the prompts, left out of compute_score's dict or None), with GD2PO's snr masking and the length
-# weight on a schedule, 0.5 at step 0 rising to 1.0 at step 4: a resumed run must read it at the step it resumes at.
+# weight on a schedule, 0.5 at step 0 rising to 1.0 at step 8: a resumed run must read it at the step it resumes at.
 MIXED_TASK = ("algorithm.gdpo.conflict=snr",
               f"reward.custom_reward_function.path={ROOT / 'tests' / 'fixtures' / 'mixed_task' / 'reward.py'}",
-              "algorithm.gdpo_reward_weights={correct:1.0,length:[[0,0.5],[4,1.0]]}")
+              "algorithm.gdpo_reward_weights={correct:1.0,length:[[0,0.5],[8,1.0]]}")
 
 
 def check_mixed_task_steps(out: Path, steps: list[int]) -> None:
@@ -295,7 +311,7 @@ def check_mixed_task_steps(out: Path, steps: list[int]) -> None:
         data, record = metrics[step], records[step]
         assert data["gdpo/length/applies_frac"] == 0.5 and data["gdpo/correct/applies_frac"] == 1.0
         assert "gdpo/conflict_masked_frac" in data and record["conflict"] == "snr"
-        assert data["gdpo/length/weight"] == record["weights"]["length"] == 0.5 + 0.5 * step / 4
+        assert data["gdpo/length/weight"] == record["weights"]["length"] == 0.5 + 0.5 * step / 8
         lengths = record["rewards"]["length"]
         assert lengths.count(None) == len(lengths) // 2 and all(value in (0.0, 1.0) for value in lengths if value is not None)
         # verl logs its own gdpo/<key>/mean from the batch; over the responses the component applies to, not NaN
@@ -307,37 +323,44 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
     # verl's V1 trainer (its default) and the legacy one (RayPPOTrainer.fit): both number the records by their
     # own global step, so both must resume the same way
     every_step = ["trainer.save_freq=1", f"trainer.use_v1={trainer == 'v1'}", *MIXED_TASK]
-    # the legacy trainer's runs see no TransferQueue, as on verl's neo branch or an install without it: the legacy
-    # trainer must stand on its own (tests/fixtures/other_verl/sitecustomize.py hides it from every process); the
-    # V1 trainer's runs have it
-    env = {} if trainer == "v1" else {"PYTHONPATH": str(OTHER_VERL),
-                                      "NO_TRANSFER_QUEUE": str(tmp_path / "no_transfer_queue.txt")}
-    # the run to be killed updates the actor one sample at a time, twice over: the window between step 3's record
-    # and its checkpoint grows from about 0.3 s to about 2 s (measured idle; longer on a busy machine), which the
-    # test's 0.1 s polling hits on a busy machine too (it missed the 0.3 s window once in five full runs)
-    slow_update = ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", "actor_rollout_ref.actor.ppo_epochs=2")
-    if trainer == "v1":
-        # 1. two steps, a checkpoint after each: the main job's run (the run fixture), copied
-        shutil.copytree(request.getfixturevalue("run")[0], tmp_path, dirs_exist_ok=True)
-        assert latest_checkpoint(tmp_path) == 2
-        # 2. the same run on to step 4: it resumes at step 3 (a resumed run recorded step 3 first: it did not
-        # start again at step 1), and its driver is killed in step 3
-        kill_the_driver_in_step(start_run(tmp_path, 4, *every_step, *slow_update, resume=True), tmp_path, 3)
-    else:
-        # 1-2. on the legacy trainer, a fresh run of four steps, its driver killed in step 3
-        kill_the_driver_in_step(start_run(tmp_path, 4, *every_step, *slow_update, env=env), tmp_path, 3)
+    if trainer == "legacy":
+        # the legacy trainer's runs see no TransferQueue, as on verl's neo branch or an install without it: the
+        # legacy trainer must stand on its own (tests/fixtures/other_verl/sitecustomize.py hides it from every
+        # process)
+        env = {"PYTHONPATH": str(OTHER_VERL), "NO_TRANSFER_QUEUE": str(tmp_path / "no_transfer_queue.txt")}
+        # 1-2. a fresh run of four steps, its driver killed in step 3; 3. started again with the same settings:
+        # from the step-2 checkpoint, steps 3 and 4
+        kill_the_driver_in_step(start_run(tmp_path, 4, *every_step, env=paused_after_record(3, env)), tmp_path, 3)
+        stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True, env=env), "the run resumed after the kill")
+        check_resumed(tmp_path, 4, (3,), stdout)
+        assert "transfer_queue" in (tmp_path / "no_transfer_queue.txt").read_text().split()  # looked for, not found
+        check_mixed_task_steps(tmp_path, [1, 2, 3, 4])
+        return
 
-    # 3. started again with the same settings: from the step-2 checkpoint, steps 3 and 4; the V1 trainer's in its
-    # colocate_async mode (its checkpoint is the V1 trainer's whatever the mode: the sync run before it resumed from
-    # the main job's, this one resumes from the sync run's, with rollouts one version old allowed)
-    resumed = {**env, "TRAINER": "colocate_async"} if trainer == "v1" else env
-    stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True, env=resumed), "the run resumed after the kill")
-    check_resumed(tmp_path, 4, 3, stdout)
-    if trainer == "legacy":  # verl's processes looked for TransferQueue and did not find it
-        assert "transfer_queue" in (tmp_path / "no_transfer_queue.txt").read_text().split()
-    # the V1 run's steps 1 and 2 are the main job's (the math reward alone, weights 1); on from step 3, and on the
-    # legacy trainer from step 1, the mixed-task batch
-    check_mixed_task_steps(tmp_path, [3, 4] if trainer == "v1" else [1, 2, 3, 4])
+    # On the V1 trainer, a run that goes through its three modes (a checkpoint is the V1 trainer's whatever the mode):
+    # each resumes from the checkpoint the one before left, trains a step, and is killed inside the next. The
+    # asynchronous modes' checkpoints also hold the rollouts they had generated ahead (verl saves TransferQueue's
+    # state), which the next run trains on, one policy version old.
+    # separate_async without a warm-up batch: from the sync run's checkpoint (no rollouts in it), its step trains on
+    # rollouts its own server generated after the trainer sent it the checkpoint's weights over TCP
+    every_step.append("trainer.v1.separate_async.num_warmup_batches=0")
+    # 1. two steps under sync, a checkpoint after each: the main job's run (the run fixture), copied
+    shutil.copytree(request.getfixturevalue("run")[0], tmp_path, dirs_exist_ok=True)
+    assert latest_checkpoint(tmp_path) == 2
+    # 2. under separate_async, from the step-2 checkpoint: step 3 (it did not start again at step 1), killed in step 4
+    resumed = start_run(tmp_path, 6, *every_step, resume=True, env=paused_after_record(4, {"TRAINER": "separate_async"}))
+    kill_the_driver_in_step(resumed, tmp_path, 4)
+    metrics = check_run.step_metrics(tmp_path)
+    assert metrics[3][STALENESS] == 0 and metrics[3][PROBS_DIFF] < MAX_PROBS_DIFF  # the sync reached vLLM
+    assert metrics[3][SENT] == TENSORS
+    # 3. under colocate_async, from the step-3 checkpoint: step 4, killed in step 5
+    resumed = start_run(tmp_path, 6, *every_step, resume=True, env=paused_after_record(5, {"TRAINER": "colocate_async"}))
+    kill_the_driver_in_step(resumed, tmp_path, 5)
+    # 4. under sync, from the step-4 checkpoint: steps 5 and 6
+    stdout = finish_run(start_run(tmp_path, 6, *every_step, resume=True), "the run resumed after the kill")
+    check_resumed(tmp_path, 6, (4, 5), stdout)
+    # steps 1 and 2 are the main job's (the math reward alone, weights 1); on from step 3, the mixed-task batch
+    check_mixed_task_steps(tmp_path, [3, 4, 5, 6])
 
 
 def test_the_run_finishes_beside_as_many_busy_processes_as_the_machine_has_cores(run):
