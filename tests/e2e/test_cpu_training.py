@@ -339,8 +339,8 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
 
     # On the V1 trainer, a run that goes through its three modes (a checkpoint is the V1 trainer's whatever the mode):
     # each resumes from the checkpoint the one before left, trains a step, and is killed inside the next. The
-    # asynchronous modes' checkpoints also hold the rollouts they had generated ahead (verl saves TransferQueue's
-    # state), which the next run trains on, one policy version old.
+    # asynchronous modes' checkpoints also hold TransferQueue's state, with the rollouts generated ahead, which the
+    # next run may train on first (separate_async resumed from a colocate_async checkpoint did, one version old).
     # separate_async without a warm-up batch: from the sync run's checkpoint (no rollouts in it), its step trains on
     # rollouts its own server generated after the trainer sent it the checkpoint's weights over TCP
     every_step.append("trainer.v1.separate_async.num_warmup_batches=0")
