@@ -14,8 +14,8 @@ scripts/setup_cpu_training_env.sh; docs/cpu-training.md lists every such piece.
 Each start of a run costs about 75 s on 2 cores (every process of the run imports torch, verl and vLLM); a step,
 seconds. So runs are shared where the checks need the same steps: the V1 resume goes on from a copy of the main
 job's run (which checkpoints after each step) through the V1 trainer's asynchronous modes, and the legacy
-trainer's first run is the one killed in step 3. Seven starts in all. They need .venv-cpu-training (scripts/test.sh creates it); ``pytest -m "not cpu_training"``
-leaves them out.
+trainer's first run is the one killed in step 3. Seven starts in all. They need .venv-cpu-training
+(scripts/test.sh creates it); ``pytest -m "not cpu_training"`` leaves them out.
 """
 from __future__ import annotations
 
@@ -69,8 +69,8 @@ def start_run(out: Path, steps: int, *overrides: str, resume: bool = False, busy
     # print their whole config) would block on it and stall
     return subprocess.Popen(
         command,
-        env={**inherited, "PROGRESS": out.name, **(env or {}), "CPU_TRAINING_PYTHON": str(PYTHON), "OUT": str(out), "STEPS": str(steps),
-             "RESUME": "1" if resume else "0"},
+        env={**inherited, "PROGRESS": out.name, **(env or {}), "CPU_TRAINING_PYTHON": str(PYTHON), "OUT": str(out),
+             "STEPS": str(steps), "RESUME": "1" if resume else "0"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -348,13 +348,15 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
     shutil.copytree(request.getfixturevalue("run")[0], tmp_path, dirs_exist_ok=True)
     assert latest_checkpoint(tmp_path) == 2
     # 2. under separate_async, from the step-2 checkpoint: step 3 (it did not start again at step 1), killed in step 4
-    resumed = start_run(tmp_path, 6, *every_step, resume=True, env=paused_after_record(4, {"TRAINER": "separate_async"}))
+    resumed = start_run(tmp_path, 6, *every_step, resume=True,
+                        env=paused_after_record(4, {"TRAINER": "separate_async"}))
     kill_the_driver_in_step(resumed, tmp_path, 4)
     metrics = check_run.step_metrics(tmp_path)
     assert metrics[3][STALENESS] == 0 and metrics[3][PROBS_DIFF] < MAX_PROBS_DIFF  # the sync reached vLLM
     assert metrics[3][SENT] == TENSORS
     # 3. under colocate_async, from the step-3 checkpoint: step 4, killed in step 5
-    resumed = start_run(tmp_path, 6, *every_step, resume=True, env=paused_after_record(5, {"TRAINER": "colocate_async"}))
+    resumed = start_run(tmp_path, 6, *every_step, resume=True,
+                        env=paused_after_record(5, {"TRAINER": "colocate_async"}))
     kill_the_driver_in_step(resumed, tmp_path, 5)
     # 4. under sync, from the step-4 checkpoint: steps 5 and 6
     stdout = finish_run(start_run(tmp_path, 6, *every_step, resume=True), "the run resumed after the kill")

@@ -1,6 +1,6 @@
 """verl's fully asynchronous trainer resumed from a checkpoint: its own ``FullyAsyncTrainer.load_checkpoint`` (on
-the class Ray runs in the actor's process, where gdpo-verl wraps it), run on a checkpoint directory as verl writes it. The
-trainer object is a stand-in for the Ray actor, which needs workers on GPUs or the CPU run
+the class Ray runs in the actor's process, where gdpo-verl wraps it), run on a checkpoint directory as verl writes
+it. The trainer object is a stand-in for the Ray actor, which needs workers on GPUs or the CPU run
 (tests/e2e/test_trainers.py resumes a real one): only the attributes load_checkpoint reads and the worker group's
 load_checkpoint, which records the path it is given."""
 from __future__ import annotations

@@ -106,8 +106,8 @@ def test_batches_whose_first_response_left_a_component_out_still_concatenate():
     def group(*infos):
         infos = [fill_unapplied(dict(info), ["correct", "code"]) for info in infos]
         keys = list(infos[0])
-        return DataProto.from_dict(tensors={"rm_scores": torch.zeros(len(infos), 2)},
-                                   non_tensors={key: np.array([info[key] for info in infos], dtype=object) for key in keys},
+        values = {key: np.array([info[key] for info in infos], dtype=object) for key in keys}
+        return DataProto.from_dict(tensors={"rm_scores": torch.zeros(len(infos), 2)}, non_tensors=values,
                                    meta_info={"reward_extra_keys": keys})
 
     left_out = group({"score": 1.0, "correct": 1.0}, {"score": 0.0, "correct": 0.0})
