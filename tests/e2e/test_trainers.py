@@ -12,10 +12,10 @@ sent. Every run trains on the mixed-task batch of test_cpu_training.py (a compon
 GD2PO's snr masking, a weight on a schedule).
 
 verl's V1 trainer, in each of its modes (sync, colocate_async, separate_async), and its legacy trainer have their
-runs in test_cpu_training.py; colocate_async also in test_coding_run.py (the coding reward's run).
+runs in test_cpu_training.py; colocate_async also in test_coding_run.py (the coding reward's run). The fully
+asynchronous trainer's run is in test_fully_async_trainer.py, a file of its own so that pytest-xdist can give it to
+the other worker (--dist loadfile).
 """
-
-import math
 
 import pytest
 
@@ -61,20 +61,3 @@ def test_one_step_off_policy_trains_through_its_own_entry_point_and_resumes(tmp_
         assert abs(metrics[step]["actor/ppo_kl"]) < 1e-2
     assert [metrics[step][SENT] for step in (1, 2)] == [TENSORS, TENSORS]
     assert "rollout/actor probs diff not logged" in stdout
-
-
-def test_fully_async_policy_trains_through_its_own_entry_point_and_resumes(tmp_path):
-    # verl.experimental.fully_async_policy.fully_async_main: a rollouter streams groups to the trainer through a
-    # message queue. verl logs a step's training metrics during the next step, after its weight sync and checkpoint
-    # (under the weight version after it; check_run reads them by the step they trained, training/global_step): the
-    # run killed in step 2 never logged step 1, and the resumed run, from step 1's checkpoint, does not train it
-    # again. Its record is there, once. Resumed from weight version 1, verl 0.9.1 would number the next step 3 and
-    # leave the killed run's record of step 2 in place (gdpo-verl numbers it 2 and says so)
-    _, metrics, stdout = kill_and_resume(tmp_path, "fully_async", 2, unlogged=(1,))
-    assert "step 1: recorded, not in verl's metrics: the run resumed from its checkpoint" in stdout
-    assert metrics[2]["training/global_step"] == 2
-    assert not math.isnan(metrics[2]["gdpo/correct/mean"])
-    assert metrics[2]["fully_async/count/current_param_version"] == 1  # the weights it trained from
-    assert ("resumed from the checkpoint of weight version 1 (1 step(s) trained, 1 per version), set its global step "
-            "to 2, which would number the next step 3 and skip step 2; set to 1, so the next step is 2.") in (
-        tmp_path / "run.log").read_text()
