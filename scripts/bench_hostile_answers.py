@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     reasons = _Reasons()
     logging.getLogger("gdpo_verl").addHandler(reasons)
     with MathLengthReward() as reward:
-        reward.checker.start()  # every checker process ready, as in a training run after its first batch
+        reward.start()  # every checker process ready, as in a training run after its first batch
         timed(reward, *ORDINARY, args.timeout_s, reward.checker.workers)  # each process's first check
         ordinary, _ = timed(reward, *ORDINARY, args.timeout_s, args.repeats)
         print(f"{'seconds':>8}  correct  hedged  verify_failed  answer  (reason)")

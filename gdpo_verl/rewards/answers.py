@@ -56,10 +56,52 @@ processes of ``gdpo_verl.rewards.verifier`` (under their deadline) and in ``scri
 from __future__ import annotations
 
 import decimal
+import functools
 import itertools
 import re
 from dataclasses import dataclass, replace
+from importlib import metadata
 from typing import Any
+
+# latex2sympy2_extended ships one parser per ANTLR runtime, generated from different versions of its grammar, and
+# picks the one of the runtime installed: they read answers differently (``2\\Gamma``, ``\\gamma``). verl's
+# hydra-core pins the runtime to 4.9, so that is the parser a training run's reward reads with, and the one the
+# table of answers in docs/math-length.md is checked on. gdpo-verl pins it too (pyproject.toml).
+ANTLR_RUNTIME = "4.9.3"
+
+
+def check_parser() -> None:
+    """RuntimeError naming the fix when the installed ANTLR runtime is not the one the reader is checked on (read
+    from the package metadata: nothing heavy is imported)."""
+    try:
+        installed = metadata.version("antlr4-python3-runtime")
+    except metadata.PackageNotFoundError:
+        installed = "none"
+    if installed != ANTLR_RUNTIME:
+        raise RuntimeError(
+            f"the math answer reader reads with latex2sympy's parser for ANTLR runtime {ANTLR_RUNTIME} (the "
+            f"version verl's hydra-core pins), and this environment has antlr4-python3-runtime {installed}, whose "
+            f"parser reads some answers differently; pip install antlr4-python3-runtime=={ANTLR_RUNTIME}."
+        )
+
+
+@functools.cache
+def _latex2sympy() -> Any:
+    """latex2sympy, after ``check_parser()``, with the one gap of its parser for ANTLR 4.9.3 filled.
+
+    latex2sympy2_extended 1.11's converter asks every atom past a variable whether it is a ``FUNC_GAMMA``, an
+    alternative its 4.9.3 parser's atom rule does not have: every percentage (``20\\%``) raised AttributeError,
+    and was "not read". The accessor added is the one ANTLR generates for a token the rule can hold; in this rule
+    it always answers None, as the rule never holds one.
+    """
+    check_parser()
+    from latex2sympy2_extended import latex2sympy
+    from latex2sympy2_extended.antlr_parser import PSParser
+
+    atom = PSParser.AtomContext
+    if not hasattr(atom, "FUNC_GAMMA"):
+        atom.FUNC_GAMMA = lambda self: self.getToken(PSParser.FUNC_GAMMA, 0)
+    return latex2sympy
 
 
 class Unreadable(ValueError):
@@ -398,7 +440,7 @@ def _plus_minus_readings(piece: str) -> list[str]:
 
 
 def _parsed_values(text: str, written: str) -> list[Value]:
-    from latex2sympy2_extended import latex2sympy
+    latex2sympy = _latex2sympy()
     from latex2sympy2_extended.math_normalization import NormalizationConfig, normalize_latex
     from math_verify.parser import should_treat_as_complex
 

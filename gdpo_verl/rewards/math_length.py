@@ -31,7 +31,8 @@ parts with top-level commas. The two structured forms may also come as their JSO
 
 A call returns within ``timeout_s`` (2 s by default), whatever the answer, the first one included: the checker
 processes start when a ``MathLengthReward`` is made (in the background: they import sympy and math-verify, about a
-second), and a call that comes before they are ready waits for them within its ``timeout_s``.
+second), and a call that comes before they are ready waits for them within its ``timeout_s``. ``start()`` waits for
+them outside any call (``compute_score`` called directly does, as its reward is made for the call).
 """
 
 from __future__ import annotations
@@ -76,6 +77,14 @@ class MathLengthReward:
         self.checker = AnswerChecker(workers)
         self.checker.begin()
         self.failures = 0
+
+    def start(self) -> MathLengthReward:
+        """Wait for the checker processes to finish starting (up to ``verifier.STARTUP_TIMEOUT_S``; RuntimeError
+        naming the problem when one does not), so that no call's ``timeout_s`` is spent on their start. For a
+        reward made to score at once (``compute_score`` called directly, an evaluation); a reward manager's
+        reward starts in the background while the first batch is generated."""
+        self.checker.start()
+        return self
 
     def __enter__(self) -> MathLengthReward:
         return self
@@ -164,10 +173,11 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     """verl's entry point (``reward.custom_reward_function.name=compute_score``); the options are those of
     ``MathLengthReward.__call__``. Under the "gdpo_verl" reward manager a ``MathLengthReward`` of the manager's own
     is called instead (``compute_score.reward_class``). Called directly, this scores with one made for the call:
-    its checker processes start and stop within it, a second or two; for many responses, use a ``MathLengthReward``.
+    its checker process starts and stops within it (a second or two, more on a busy machine), and ``timeout_s``
+    covers the check, not that start; for many responses, use a ``MathLengthReward``.
     """
     with MathLengthReward(workers=1) as reward:
-        return reward(data_source, solution_str, ground_truth, extra_info, **options)
+        return reward.start()(data_source, solution_str, ground_truth, extra_info, **options)
 
 
 compute_score.reward_class = MathLengthReward  # read by gdpo_verl.verl_adapter.reward_manager

@@ -23,10 +23,12 @@ import threading
 import time
 from dataclasses import dataclass
 
+from gdpo_verl.rewards import answers
+
 logger = logging.getLogger("gdpo_verl")
 
-# A fresh process imports sympy and math-verify before its first answer. The pool's first processes get this
-# long (once per reward worker, before its first check); a replacement must be ready within a call's deadline.
+# A fresh process imports sympy and math-verify before its first answer. ``AnswerChecker.start()`` gives the pool's
+# processes this long (a reward made to score at once waits so); a call's own wait is bounded by its deadline.
 STARTUP_TIMEOUT_S = 120.0
 
 # The child's replies.
@@ -43,8 +45,6 @@ def serve() -> None:
     fires, math-verify answers "wrong", so a correct answer whose check is slow would be scored 0 without a trace.
     The parent's deadline is the only limit: it kills this process, and the check counts as not made.
     """
-    from gdpo_verl.rewards import answers
-
     # The guards bound every integer an answer may hold to 20,000 digits; Python's default refuses to print more
     # than 4,300, which math-verify's string comparisons do (a ValueError, which would read as "wrong").
     sys.set_int_max_str_digits(0)
@@ -156,6 +156,7 @@ class AnswerChecker:
     def __init__(self, workers: int = 2) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1; got {workers}.")
+        answers.check_parser()  # here, rather than in each child process as it starts
         self.workers = workers
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._start_lock = threading.Lock()

@@ -99,6 +99,7 @@ def score_generations(
     """benchmark -> {questions, responses, accuracy (pass@1 %), exceed (%), verify_failed (count)}."""
     per_benchmark: dict[str, list[tuple[float, int, int, float]]] = {}
     with MathLengthReward() as reward:
+        reward.start()  # timeout_s covers each check, not the checker processes' start
         for record in records:
             results = [
                 reward(

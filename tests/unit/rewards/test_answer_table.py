@@ -261,6 +261,7 @@ REWARD = MathLengthReward()
 
 @pytest.fixture(scope="module", autouse=True)
 def _stop_the_checker_processes():
+    REWARD.start()  # started, as a training run's reward is by its first batch
     yield
     REWARD.close()
 

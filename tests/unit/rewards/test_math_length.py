@@ -30,6 +30,7 @@ REWARD = MathLengthReward()
 
 @pytest.fixture(scope="module", autouse=True)
 def _stop_the_checker_processes():
+    REWARD.start()  # started, as a training run's reward is by its first batch
     yield
     REWARD.close()
 
@@ -193,8 +194,10 @@ def test_a_check_that_runs_past_timeout_s_counts_as_not_made_and_the_checker_rec
 
 def test_verl_s_compute_score_scores_with_a_reward_of_its_own_and_stops_its_checker_processes():
     before = set(_checker_processes())
-    result = compute_score("math", "</think> \\boxed{4}", "4", {"response_length": 3}, max_length=2)
-    assert (result["correct"], result["length"]) == (1.0, 0.0)
+    # timeout_s covers the check, not the start of the call's own checker process (it imports sympy and
+    # math-verify: at least half a second); before, a busy machine scored a correct answer not checked.
+    result = compute_score("math", "</think> \\boxed{4}", "4", {"response_length": 3}, max_length=2, timeout_s=0.2)
+    assert (result["correct"], result["length"], result["verify_failed"]) == (1.0, 0.0, 0.0)
     assert set(_checker_processes()) - before == set()  # nothing left running after the call
     assert compute_score.reward_class is MathLengthReward  # what the gdpo_verl reward manager makes one of
 
@@ -202,6 +205,7 @@ def test_verl_s_compute_score_scores_with_a_reward_of_its_own_and_stops_its_chec
 def test_each_reward_counts_its_own_unchecked_answers_and_the_module_keeps_none(caplog):
     other = MathLengthReward(workers=1)
     try:
+        other.start()
         failures = REWARD.failures
         assert score("</think> \\boxed{5000!}", "1", timeout_s=0.001)["verify_failed"] == 1.0
         assert other("math", "</think> \\boxed{4}", "4", {"response_length": 1})["correct"] == 1.0
@@ -516,3 +520,31 @@ def test_a_fresh_process_s_first_call_returns_within_its_timeout(response, gold,
     found = json.loads(result.stdout)
     assert found["correct"] == correct and found["verify_failed"] == 1.0 - correct
     assert found["seconds"] < 2.5
+
+
+# ------------------------------------------------------------------------------------------ the parser
+
+
+def test_another_antlr_runtime_is_refused_before_a_checker_process_starts(monkeypatch):
+    # latex2sympy picks its parser by the installed ANTLR runtime, and its parsers read answers differently
+    # (2\Gamma, \gamma); the reader is checked on the one for the runtime verl's hydra-core pins.
+    from importlib import metadata
+
+    from gdpo_verl.rewards import answers
+
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "4.13.2" if name == "antlr4-python3-runtime" else real(name))
+    before = set(_checker_processes())
+    with pytest.raises(RuntimeError, match=r"has antlr4-python3-runtime 4\.13\.2.*pip install "
+                                           r"antlr4-python3-runtime==4\.9\.3"):
+        MathLengthReward()
+    assert set(_checker_processes()) == before
+
+
+def test_a_percentage_is_read_by_the_parser_for_antlr_4_9_3():
+    # latex2sympy2_extended 1.11's parser for ANTLR 4.9.3 lacks an accessor its converter calls on every atom past
+    # a variable: every percentage raised AttributeError and was not read (the answer table's rows with \%).
+    from gdpo_verl.rewards import answers
+
+    assert [(str(value.expr), value.percent) for value in answers.read("20\\%")] == [("20*(1/100)", True)]
+    assert score("</think> \\boxed{20\\%}", "20")["correct"] == 1.0
