@@ -46,8 +46,10 @@ done
 if [ "$NAMES_TESTS" = 0 ]; then
     set -- --ignore=tests/unit "$@"
 fi
-# the ten slowest tests are listed at the end, so a run shows where the suite's time goes
-set -- -n "${TEST_WORKERS:-2}" --dist loadfile --durations=10 "$@"
+# the ten slowest tests are listed at the end, so a run shows where the suite's time goes. The files go to the
+# workers in the order they are collected (tests/e2e first, the CPU training runs among them), not reordered by their
+# number of tests, which put the runs of the files with fewest tests last, one worker running them alone at the end.
+set -- -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=10 "$@"
 if [ "$TIER" = quick ]; then
     exec "$VENV/bin/python" -m pytest -q -m "not cpu_training" "$@"
 fi

@@ -264,12 +264,20 @@ class Supervisor:
 
     def a_thread_wants_cpu(self) -> bool:
         """Whether one thread of the run was running or waiting for a CPU for at least WANTING_FRACTION of the time
-        since the oldest look kept (a thread that began since then counts from its start)."""
+        since the oldest look kept, or, for a thread that began since then, since the last look before it was first
+        seen (it began after that look, and all its time so far counts)."""
         if len(self.waits) < 2:
             return False
-        (first_at, first), (now, last) = self.waits[0], self.waits[-1]
-        busiest = max((value - first.get(thread, 0.0) for thread, value in last.items()), default=0.0)
-        return busiest >= WANTING_FRACTION * (now - first_at)
+        now, last = self.waits[-1]
+        since: dict[tuple[int, int], tuple[float, float]] = {}  # thread: (the time it is measured from, its value)
+        before = None
+        for at, seen in self.waits:
+            for thread, value in seen.items():
+                if thread not in since:
+                    since[thread] = (at, value) if before is None else (before, 0.0)
+            before = at
+        return any(value - since[thread][1] >= WANTING_FRACTION * (now - since[thread][0])
+                   for thread, value in last.items())
 
     def working(self) -> bool:
         """Whether the run's processes used at least WORKING_CORES on average over the last WORK_WINDOW_S seconds (or

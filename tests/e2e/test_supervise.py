@@ -176,18 +176,27 @@ def test_a_ray_worker_still_titled_idle_that_sleeps_is_a_stall_named_as_such(tmp
     assert_gone([worker])
 
 
-def beside_a_pinned_hog(tmp_path, cpu: int, command: str) -> tuple[int, str, float]:
-    """A one-step run of ``command`` with a 3 s stall timeout, beside a busy process outside the run on one CPU
-    (started from the test's session, as the run is, so that the kernel weighs the two against each other:
-    autogroups share a CPU between sessions first): its exit code, stderr and seconds."""
+def beside_a_pinned_hog(tmp_path, cpu: int, command: str, stall_timeout: float = 3,
+                        idle_first: float = 0) -> tuple[int, str, float]:
+    """A one-step run of ``command`` (started after ``idle_first`` s of sleep) with a stall timeout of
+    ``stall_timeout`` s, beside a busy process outside the run on one CPU (started from the test's session, as the
+    run is, so that the kernel weighs the two against each other: autogroups share a CPU between sessions first):
+    its exit code, stderr and seconds."""
     hog = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
     try:
-        process = start(tmp_path, f"{IDLE_WORKER.format(command=command)}; wait; {log_step(1)}", "--steps", "1",
-                        "--stall-timeout", "3")
+        process = start(tmp_path, f"sleep {idle_first:g}; {IDLE_WORKER.format(command=command)}; wait; {log_step(1)}",
+                        "--steps", "1", "--stall-timeout", f"{stall_timeout:g}")
         return finish(process)
     finally:
         hog.kill()
         hog.wait()
+
+
+def starved_spinner(cpu: int) -> str:
+    """A process that spins for 8 s of wall-clock time on ``cpu`` at the lowest priority (SCHED_IDLE)."""
+    return (f"{sys.executable} -c 'import os, time; os.sched_setaffinity(0, {{{cpu}}}); "
+            "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)); end = time.monotonic() + 8\n"
+            "while time.monotonic() < end: pass'")
 
 
 def test_a_run_starved_of_cpu_by_other_work_is_slow_not_stalled(tmp_path):
@@ -196,12 +205,19 @@ def test_a_run_starved_of_cpu_by_other_work_is_slow_not_stalled(tmp_path):
     # was stopped as stalled while it wanted the CPU all along. Here a process of the run on the hog's CPU, at the
     # lowest priority (SCHED_IDLE), spins for 8 s of wall-clock time.
     cpu = min(os.sched_getaffinity(0))
-    starved = (f"{sys.executable} -c 'import os, time; os.sched_setaffinity(0, {{{cpu}}}); "
-               "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)); end = time.monotonic() + 8\n"
-               "while time.monotonic() < end: pass'")
-    code, stderr, seconds = beside_a_pinned_hog(tmp_path, cpu, starved)
+    code, stderr, seconds = beside_a_pinned_hog(tmp_path, cpu, starved_spinner(cpu))
     assert code == 0, stderr
     assert seconds > 8
+
+
+def test_a_starved_process_that_starts_late_is_measured_from_its_start(tmp_path):
+    # Before: a thread that began after the oldest look kept was measured against the whole window, so a starved
+    # process that started 3 s into an idle wait (or whose start a busy machine delayed) had to spin beside the
+    # hog for as long again before it counted as wanting the CPU: after 6 s, past a stall timeout of 5 s.
+    cpu = min(os.sched_getaffinity(0))
+    code, stderr, seconds = beside_a_pinned_hog(tmp_path, cpu, starved_spinner(cpu), stall_timeout=5, idle_first=3)
+    assert code == 0, stderr
+    assert seconds > 11
 
 
 def test_a_waiting_run_whose_threads_wake_often_beside_busy_work_is_still_a_stall(tmp_path):
