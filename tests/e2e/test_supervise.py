@@ -222,8 +222,8 @@ def test_a_starved_process_that_starts_late_is_measured_from_its_start(tmp_path)
 
 def test_a_thread_that_waits_for_a_cpu_and_gets_none_wants_it(tmp_path):
     # Before: only the counters of /proc/<pid>/task/<tid>/schedstat counted, and the kernel adds a wait to them when
-    # the thread next gets a CPU. A SCHED_IDLE spinner beside a hog and two CPU training runs got none for over 3 s,
-    # its counters stood still, and its run was stopped as stalled (seen in a full run of the test suite). The
+    # the thread next gets a CPU. A SCHED_IDLE spinner beside a hog and a CPU training run got none for up to 3.4 s,
+    # its counters stood still, and its run was stopped as stalled (seen twice in full runs of the suite). The
     # thread's state says it is waiting; the kernel cannot be made to starve a thread on cue, so the looks are
     # given here, after a check that the states are read from real threads.
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])

@@ -530,8 +530,6 @@ def test_another_antlr_runtime_is_refused_before_a_checker_process_starts(monkey
     # (2\Gamma, \gamma); the reader is checked on the one for the runtime verl's hydra-core pins.
     from importlib import metadata
 
-    from gdpo_verl.rewards import answers
-
     real = metadata.version
     monkeypatch.setattr(metadata, "version", lambda name: "4.13.2" if name == "antlr4-python3-runtime" else real(name))
     before = set(_checker_processes())
