@@ -251,15 +251,13 @@ def latest_checkpoint(out: Path) -> int:
 PAUSE_S = 120
 
 
-def paused_after_record(step: int, env: dict[str, str] | None = None) -> dict[str, str]:
-    """``env`` (a run's environment) with its trainer paused after the record of ``step``."""
-    return {**(env or {}), "PYTHONPATH": str(OTHER_VERL), "PAUSE_AFTER_RECORD": f"{step}:{PAUSE_S}"}
-
-
-def kill_the_driver_in_step(process: subprocess.Popen, out: Path, step: int) -> str:
-    """Wait for the run's record of ``step`` (the advantage step of ``step`` has run; its checkpoint is not yet
-    written: the run was started with ``paused_after_record(step)``), SIGKILL verl's driver (no clean shutdown) and
-    return the run's stderr."""
+def run_killed_in_step(out: Path, steps: int, step: int, *overrides: str, resume: bool = False,
+                       env: dict[str, str] | None = None) -> str:
+    """Start a run of ``steps`` steps (``start_run``'s arguments) whose trainer pauses after the record of ``step``,
+    wait for that record (the advantage step of ``step`` has run; its checkpoint is not yet written), SIGKILL verl's
+    driver there (no clean shutdown) and return the run's stderr."""
+    paused = {**(env or {}), "PYTHONPATH": str(OTHER_VERL), "PAUSE_AFTER_RECORD": f"{step}:{PAUSE_S}"}
+    process = start_run(out, steps, *overrides, resume=resume, env=paused)
     try:
         wait_for(process, lambda: step in check_run.step_records(out), f"the run's record of step {step}")
         driver = next(p for p in psutil.Process(process.pid).children(recursive=True) if is_driver(p))
@@ -342,7 +340,7 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
         env = {"PYTHONPATH": str(OTHER_VERL), "NO_TRANSFER_QUEUE": str(tmp_path / "no_transfer_queue.txt")}
         # 1-2. a fresh run of four steps, its driver killed in step 3; 3. started again with the same settings:
         # from the step-2 checkpoint, steps 3 and 4
-        kill_the_driver_in_step(start_run(tmp_path, 4, *every_step, env=paused_after_record(3, env)), tmp_path, 3)
+        run_killed_in_step(tmp_path, 4, 3, *every_step, env=env)
         stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True, env=env), "the run resumed after the kill")
         check_resumed(tmp_path, 4, (3,), stdout)
         assert "transfer_queue" in (tmp_path / "no_transfer_queue.txt").read_text().split()  # looked for, not found
@@ -360,16 +358,12 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
     shutil.copytree(request.getfixturevalue("run")[0], tmp_path, dirs_exist_ok=True)
     assert latest_checkpoint(tmp_path) == 2
     # 2. under separate_async, from the step-2 checkpoint: step 3 (it did not start again at step 1), killed in step 4
-    resumed = start_run(tmp_path, 6, *every_step, resume=True,
-                        env=paused_after_record(4, {"TRAINER": "separate_async"}))
-    kill_the_driver_in_step(resumed, tmp_path, 4)
+    run_killed_in_step(tmp_path, 6, 4, *every_step, resume=True, env={"TRAINER": "separate_async"})
     metrics = check_run.step_metrics(tmp_path)
     assert metrics[3][STALENESS] == 0 and metrics[3][PROBS_DIFF] < MAX_PROBS_DIFF  # the sync reached vLLM
     assert metrics[3][SENT] == TENSORS
     # 3. under colocate_async, from the step-3 checkpoint: step 4, killed in step 5
-    resumed = start_run(tmp_path, 6, *every_step, resume=True,
-                        env=paused_after_record(5, {"TRAINER": "colocate_async"}))
-    kill_the_driver_in_step(resumed, tmp_path, 5)
+    run_killed_in_step(tmp_path, 6, 5, *every_step, resume=True, env={"TRAINER": "colocate_async"})
     # 4. under sync, from the step-4 checkpoint: steps 5 and 6
     stdout = finish_run(start_run(tmp_path, 6, *every_step, resume=True), "the run resumed after the kill")
     check_resumed(tmp_path, 6, (4, 5), stdout)

@@ -21,7 +21,7 @@ import pytest
 
 from gdpo_verl.tools.check_run import SENT, step_metrics, step_records
 from tests.e2e.test_cpu_training import (MIXED_TASK, TENSORS, check_mixed_task_steps, check_resumed, finish_run,
-                                         kill_the_driver_in_step, paused_after_record, start_run)
+                                         run_killed_in_step, start_run)
 
 pytestmark = pytest.mark.cpu_training
 
@@ -35,8 +35,7 @@ def kill_and_resume(out, trainer, steps, *overrides, unlogged=()):
     before its checkpoint), then resumed: the metrics of the killed run's steps, then those of both runs, as verl
     logged them, and the resumed run's stdout. ``unlogged``: the steps verl never logs (check_resumed)."""
     env = {"TRAINER": trainer}
-    killed = start_run(out, steps, *EVERY_STEP, *overrides, env=paused_after_record(steps, env))
-    kill_the_driver_in_step(killed, out, steps)
+    run_killed_in_step(out, steps, steps, *EVERY_STEP, *overrides, env=env)
     log = (out / "run.log").read_text()
     # the per-node check ran in the driver before verl's TaskRunner (the first Ray actor of the run) started
     assert NODES_CHECKED in log
