@@ -27,7 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from gdpo_verl.rewards.coding import CodingReward
-from gdpo_verl.rewards.sandbox import OK, Sandbox
+from gdpo_verl.sandbox import OK, Sandbox
 
 # Typical accepted solutions: read the input, compute, print (what most test cases of a coding set run).
 PROGRAMS = [

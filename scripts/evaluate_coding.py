@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gdpo_verl.rewards.sandbox import SandboxUnavailable
+from gdpo_verl.sandbox import SandboxUnavailable
 from gdpo_verl.tools.evaluation import (
     add_generation_options,
     column_labels,

@@ -16,7 +16,7 @@ import threading
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from gdpo_verl.rewards.sandbox import ERROR, OK, OUTPUT_LIMIT, TIMEOUT, Limits, Sandbox
+from gdpo_verl.sandbox import ERROR, OK, OUTPUT_LIMIT, TIMEOUT, Limits, Sandbox
 
 
 class FusionServer:

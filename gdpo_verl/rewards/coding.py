@@ -61,8 +61,8 @@ from typing import Any
 
 from gdpo_verl.core.checks import finite_number, whole_number
 from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, answer_part, response_length
-from gdpo_verl.rewards.sandbox import MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox, Session
-from gdpo_verl.rewards.sandbox_fusion import FUSION, SETTINGS, FusionSandbox, FusionSettings
+from gdpo_verl.sandbox import MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox, Session
+from gdpo_verl.sandbox.fusion import FUSION, SETTINGS, FusionSandbox, FusionSettings
 
 logger = logging.getLogger("gdpo_verl")
 

@@ -65,7 +65,7 @@ def test_each_reward_manager_owns_the_math_reward_it_calls():
 
 def test_the_coding_reward_runs_through_verl_and_each_manager_checks_its_sandbox_when_it_starts():
     from gdpo_verl.rewards.coding import CodingReward
-    from gdpo_verl.rewards.sandbox import SandboxUnavailable
+    from gdpo_verl.sandbox import SandboxUnavailable
     from gdpo_verl.verl_adapter.reward_manager import GdpoRewardManager
 
     config = OmegaConf.create({"algorithm": {}, "reward": {}})

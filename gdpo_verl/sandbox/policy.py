@@ -1,0 +1,108 @@
+"""What a run may ask of the kernel: a seccomp filter that allows the system calls named here and refuses every
+other one (default deny).
+
+The filter is installed by each test case's program process itself, after its namespaces are set up and its
+capabilities dropped (``programs/interpreter.py``), so it binds the program and everything it starts, and nothing of
+the sandbox's own machinery. Calls are named, never numbered: ``syscalls.py`` turns names into each
+architecture's numbers, and a name an architecture lacks (``open`` on aarch64) is left out there.
+
+Why an allow list: a program that solves a problem reads its input, computes, allocates, writes its output, and
+at most starts a thread or a process. Everything else the kernel offers reaches state that outlives the run or that
+the host shares (sockets, pipes, shared memory, keys, watches, asynchronous I/O, the page cache through
+``fadvise``/``readahead``, pid file descriptors, namespaces, tracing), and a list of refused calls misses the next
+one a kernel adds. Refused calls fail with EPERM; ``clone3`` fails with ENOSYS, so that the C library falls back to
+``clone``, whose flags the filter can see.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from gdpo_verl.sandbox.syscalls import AUDIT_ARCH, NUMBERS
+
+# Allowed whole, by what a program uses them for.
+ALLOWED = (
+    # reading and writing its descriptors and files (/work, the interpreter's files, five device nodes)
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "open", "openat", "creat", "close",
+    "close_range", "dup", "dup2", "dup3", "fcntl", "flock", "fstat", "stat", "lstat", "newfstatat", "statx",
+    "statfs", "fstatfs", "access", "faccessat", "faccessat2", "getdents", "getdents64", "readlink", "readlinkat",
+    "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat",
+    "renameat2", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "fchmodat2", "umask",
+    "truncate", "ftruncate", "fallocate", "fsync", "fdatasync", "utime", "utimes", "utimensat", "futimesat", "ioctl",
+    "copy_file_range", "sendfile", "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
+    # waiting on descriptors
+    "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
+    "epoll_pwait", "epoll_pwait2",
+    # memory of its own
+    "brk", "mmap", "munmap", "mprotect", "mremap", "madvise", "msync",
+    # processes and threads of its own (clone: below), inside its pid namespace
+    "fork", "vfork", "execve", "exit", "exit_group", "wait4", "waitid", "kill", "tkill", "tgkill", "getpid",
+    "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getgroups", "getresuid", "getresgid", "getpgid",
+    "getpgrp", "getsid", "setpgid", "setsid", "set_tid_address", "set_robust_list", "get_robust_list", "rseq",
+    "futex", "sched_yield", "sched_getaffinity", "sched_getparam", "sched_getscheduler", "sched_get_priority_max",
+    "sched_get_priority_min", "getpriority", "setpriority", "getrlimit", "setrlimit", "prlimit64", "getrusage",
+    "times", "uname", "arch_prctl", "capget", "getcpu", "restart_syscall",
+    # signals and timers (pending signals bounded by RLIMIT_SIGPENDING)
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigsuspend", "rt_sigtimedwait",
+    "rt_sigqueueinfo", "rt_tgsigqueueinfo", "sigaltstack", "pause", "alarm", "setitimer", "getitimer",
+    "timer_create", "timer_settime", "timer_gettime", "timer_getoverrun", "timer_delete",
+    # clocks and randomness
+    "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time", "getrandom",
+)
+
+# clone is allowed without these flags: a namespace of its own (the user namespace is also capped at 0 by the
+# sandbox's interpreter), and a pid file descriptor (its inode number counts every process the host started).
+CLONE_REFUSED_FLAGS = (0x00001000      # CLONE_PIDFD
+                       | 0x00000080    # CLONE_NEWTIME
+                       | 0x00020000    # CLONE_NEWNS
+                       | 0x02000000    # CLONE_NEWCGROUP
+                       | 0x04000000    # CLONE_NEWUTS
+                       | 0x08000000    # CLONE_NEWIPC
+                       | 0x10000000    # CLONE_NEWUSER
+                       | 0x20000000    # CLONE_NEWPID
+                       | 0x40000000)   # CLONE_NEWNET
+# prctl is allowed for these options only (reading settings, naming a thread): not for switching back on
+# transparent huge pages (PR_SET_THP_DISABLE: a 2 MB page held through a 4 KB mapping is memory outside the
+# address-space limit), nor for anything else.
+PRCTL_ALLOWED = {"PR_GET_PDEATHSIG": 2, "PR_GET_DUMPABLE": 3, "PR_SET_NAME": 15, "PR_GET_NAME": 16,
+                 "PR_GET_SECCOMP": 21, "PR_CAPBSET_READ": 23, "PR_GET_TIMERSLACK": 30, "PR_GET_NO_NEW_PRIVS": 39,
+                 "PR_GET_THP_DISABLE": 42}
+# Refused with ENOSYS, so that the C library falls back to a call the filter can read (clone3 passes its flags in
+# memory, out of a filter's sight).
+FALLBACK = ("clone3",)
+
+_EPERM, _ENOSYS = 1, 38
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+# struct seccomp_data: nr, arch, instruction pointer, then six 64-bit arguments (their low 32 bits first on the
+# little-endian architectures the sandbox runs on)
+_NR, _ARCH, _ARG0 = 0, 4, 16
+
+
+def seccomp_filter(machine: str) -> bytes:
+    """The classic-BPF program (``struct sock_filter`` array) for ``machine`` (``x86_64`` or ``aarch64``): the calls
+    above allowed, ``clone`` without ``CLONE_REFUSED_FLAGS``, ``prctl`` with ``PRCTL_ALLOWED`` options, ``FALLBACK``
+    refused with ENOSYS, every other call, and any other architecture's calling convention (a 32-bit or x32 call
+    would pass a filter by number), refused with EPERM."""
+    numbers = NUMBERS[machine]
+    allow, eperm, enosys = (_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_ERRNO | _EPERM), \
+        (_RET_K, 0, 0, _RET_ERRNO | _ENOSYS)
+    program: list[tuple[int, int, int, int]] = [(_LD_W_ABS, 0, 0, _ARCH), (_JEQ_K, 1, 0, AUDIT_ARCH[machine]), eperm,
+                                                (_LD_W_ABS, 0, 0, _NR)]
+    if machine == "x86_64":
+        program += [(_JGE_K, 0, 1, 0x40000000), eperm]  # the x32 ABI
+    for name in ALLOWED:
+        if name in numbers:
+            program += [(_JEQ_K, 0, 1, numbers[name]), allow]
+    for name in FALLBACK:
+        program += [(_JEQ_K, 0, 1, numbers[name]), enosys]
+    # clone: its flags (the first argument)
+    program += [(_JEQ_K, 0, 4, numbers["clone"]), (_LD_W_ABS, 0, 0, _ARG0), (_JSET_K, 1, 0, CLONE_REFUSED_FLAGS),
+                allow, eperm]
+    # prctl: its option (the first argument)
+    options = sorted(PRCTL_ALLOWED.values())
+    program += [(_JEQ_K, 0, len(options) + 3, numbers["prctl"]), (_LD_W_ABS, 0, 0, _ARG0)]
+    program += [(_JEQ_K, len(options) - index, 0, option) for index, option in enumerate(options)]
+    program += [eperm, allow]
+    program.append(eperm)
+    return b"".join(struct.pack("HBBI", *instruction) for instruction in program)

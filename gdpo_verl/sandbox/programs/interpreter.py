@@ -1,0 +1,291 @@
+"""A session's interpreter (local mode): the first process of its sandbox, run by path (``/interpreter.py``) as
+``python -I -B /interpreter.py CONTROL PROGRAM FILTER FILE_BYTES``.
+
+It imports the standard modules programs use most, reads the program (descriptor PROGRAM) and compiles it once, and
+answers "R" (or "E" and the error, as python reports it, when the program does not compile; "F" and why when the
+interpreter itself could not start). It caps user namespaces below its own at 0 (no run can make one).
+
+Each test case (the host sends "A" and its arguments, with its stdin, stdout and stderr) runs in namespaces of its
+own, made fresh for it: the interpreter forks the case's first process in a new pid namespace (and says "S"); that
+process makes a new mount and IPC namespace, mounts a new tmpfs of FILE_BYTES on /work holding only main.py, takes
+/proc away, and forks the program's process. That process drops every capability, sets no-new-privileges, installs
+the filter (descriptor FILTER, ``policy.py``), and runs the compiled program as __main__, ending as python would.
+When the program ends, the case's first process kills every other process of the namespace and exits with the
+program's exit status; when the host sends "end", the interpreter kills the case's first process, and the kernel
+every process of its namespace. Nothing of a case outlives it: its pid numbers, its files (inode numbers included),
+its IPC objects and its mounts went with its namespaces. The answer ("D") gives the exit code (128 + the signal), the
+CPU time of the case's processes and the interpreter's own CPU time; "F" and why when the case's namespaces could
+not be made. It ends when the host closes the socket.
+"""
+import _socket, ctypes, gc, os, resource, select, signal, sys
+
+signal.signal(signal.SIGINT, signal.SIG_DFL)  # its namespace's first process: a signal with no handler never comes
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE, MNT_DETACH = 0x2, 0x4, 0x8, 0x4000, 0x40000, 0x2
+PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 38, 47
+PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 22, 2
+
+
+def _check(result, what):
+    if result != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"{what}: {os.strerror(number)}")
+
+
+class _Filter(ctypes.Structure):  # struct sock_fprog
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+class _CapHeader(ctypes.Structure):  # struct __user_cap_header_struct
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+def _answer_and_wait(channel, answer):
+    channel.send(answer[:8000])
+    channel.recv(1)  # until the host closes the socket
+    os._exit(0)
+
+
+def _receive(channel):
+    message, ancillary, _, _ = channel.recvmsg(1 << 16, _socket.CMSG_SPACE(3 * 4))
+    fds = []
+    for level, kind, data in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds += [int.from_bytes(data[at:at + 4], sys.byteorder, signed=True)
+                    for at in range(0, len(data) - len(data) % 4, 4)]
+    return message, fds
+
+
+def _read(fd):
+    chunks = []
+    while True:
+        block = os.read(fd, 1 << 20)
+        if not block:
+            os.close(fd)
+            return b"".join(chunks)
+        chunks.append(block)
+
+
+def _case_namespaces(source, file_bytes):
+    """In the case's first process (its pid namespace's pid 1): a mount and IPC namespace of its own, a new tmpfs on
+    /work holding only main.py, no /proc."""
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+    _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "private mounts")
+    _check(_libc.mount(b"tmpfs", b"/work", b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                       f"size={file_bytes},mode=0755".encode()), "a tmpfs on /work")
+    _check(_libc.umount2(b"/proc", MNT_DETACH), "/proc taken away")
+    os.chdir("/work")
+    fd = os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(source)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _confine(rules):
+    """In the program's process: no capability (in any set), no new privileges, the filter."""
+    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "ambient capabilities cleared")
+    capability = 0
+    while _libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) == 0:
+        capability += 1
+    header, data = _CapHeader(0x20080522, 0), (ctypes.c_uint32 * 6)()  # _LINUX_CAPABILITY_VERSION_3: all zero
+    _check(_libc.capset(ctypes.byref(header), data), "capabilities dropped")
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no new privileges")
+    program = ctypes.create_string_buffer(rules, len(rules))
+    fprog = _Filter(len(rules) // 8, ctypes.cast(program, ctypes.c_void_p))
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "the seccomp filter")
+
+
+def _first(source, file_bytes, report, fds):
+    """The case's first process: its namespaces, then the program's process; it collects every process of the
+    namespace and exits with the program's status. Returns in the program's process."""
+    try:
+        _case_namespaces(source, file_bytes)
+        pid = os.fork()
+    except BaseException as error:
+        os.write(report, repr(error).encode("utf-8", "replace")[:4000])
+        os._exit(1)
+    if pid == 0:
+        os.close(report)
+        return
+    os.close(report)
+    for fd in fds:
+        os.close(fd)
+    status = 0
+    while True:  # until the program ends, then every process left in the namespace (kill(-1) from its pid 1)
+        try:
+            found, waited = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if found == pid:
+            status = os.waitstatus_to_exitcode(waited)
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    os._exit(128 - status if status < 0 else status & 0xFF)
+
+
+def _serve():
+    channel = _socket.socket(fileno=int(sys.argv[1]))
+    try:
+        if os.getpid() != 1:  # kill(-1) would reach every process of this user id, not only a run's
+            raise OSError("the interpreter is not its pid namespace's first process")
+        _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")  # its memory closed to what it starts
+        with open("/proc/sys/user/max_user_namespaces", "w") as limit:
+            limit.write("0")  # no user namespace below this one: nothing a run starts can make one
+        own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        source, rules, file_bytes = _read(int(sys.argv[2])), _read(int(sys.argv[3])), int(sys.argv[4])
+        # what programs import most (and what ends a run: atexit, threading), imported once
+        import atexit, bisect, builtins, collections, functools, heapq, importlib.machinery, itertools, math
+        import operator, random, re, string, threading, types, typing
+    except BaseException as error:  # the sandbox's failure, not the program's
+        _answer_and_wait(channel, b"F" + repr(error).encode("utf-8", "replace"))
+    try:
+        code = compile(source, "/work/main.py", "exec", dont_inherit=True)
+    except Exception as error:
+        import traceback
+        text = "".join(traceback.format_exception_only(type(error), error))
+        _answer_and_wait(channel, b"E" + text.encode("utf-8", "replace")[-4000:])
+    main = types.ModuleType("__main__")  # each run's __main__, as python makes it for a file
+    main.__dict__.update(__file__="/work/main.py", __cached__=None, __builtins__=builtins,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", "/work/main.py"))
+    gc.freeze()  # the runs share these pages: the collector does not write to them
+    channel.send(b"R")
+    while True:
+        message, fds = _receive(channel)
+        if not message:
+            os._exit(0)  # the host is done: the kernel ends the namespace with its first process
+        if message == b"end":  # for a run already answered
+            continue
+        if not message.startswith(b"A") or len(fds) != 3:
+            raise RuntimeError(f"a run came as {message[:20]!r} with {len(fds)} descriptors, not 3")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        report, reported = os.pipe()
+        _check(_libc.unshare(CLONE_NEWPID), "a pid namespace for the case")
+        try:
+            pid = os.fork()
+        except OSError as error:  # out of processes: the sandbox's failure, not the program's
+            pid = None
+            failed = repr(error).encode("utf-8", "replace")
+        if pid == 0:
+            os.close(channel.detach())
+            os.close(own)
+            os.close(report)
+            _first(source, file_bytes, reported, fds)
+            return code, main, [os.fsdecode(argument) for argument in message[1:].split(b"\0")[:-1]], fds, rules
+        _check(_libc.setns(own, CLONE_NEWPID), "back to the interpreter's pid namespace")
+        os.close(reported)
+        for fd in fds:
+            os.close(fd)
+        if pid is None:
+            os.close(report)
+            channel.send(b"F" + failed)
+            continue
+        channel.send(b"S")  # the run is the child's from here
+        ended = os.pidfd_open(pid)
+        poller = select.poll()
+        poller.register(ended, select.POLLIN)
+        poller.register(channel.fileno(), select.POLLIN)
+        waiting = True
+        while waiting:
+            for fd, _ in poller.poll():
+                if fd == ended:
+                    waiting = False
+                elif channel.recv(16):  # "end": the case's first process, and with it its namespace
+                    os.kill(pid, signal.SIGKILL)
+                else:
+                    os._exit(0)
+        os.close(ended)
+        status = None
+        while True:  # the case's first process (and anything else, though nothing else can be there)
+            try:
+                found, waited = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            if found == pid:
+                status = waited
+        failed = _read(report)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own_cpu = resource.getrusage(resource.RUSAGE_SELF)
+        if failed:
+            channel.send(b"F" + failed)
+            continue
+        exit = os.waitstatus_to_exitcode(status)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        channel.send(f"D {128 - exit if exit < 0 else exit} {cpu!r} {own_cpu.ru_utime + own_cpu.ru_stime!r}".encode())
+
+
+_code, _main, _argv, _fds, _rules = _serve()
+# the run: a process that has run nothing of the program
+for _number, _fd in enumerate(_fds):
+    os.dup2(_fd, _number)
+os.closerange(3, 1 << 16)
+_confine(_rules)
+del _rules
+signal.signal(signal.SIGINT, signal.default_int_handler)
+# no SIGXCPU, SIGKILL at the hard limit (a second past cpu_s), as for a sandbox's first process: the host counts
+# the run's CPU time exactly and stops it at cpu_s (the kernel's per-process count, sampled, may lead it by 10%)
+resource.setrlimit(resource.RLIMIT_CPU, (resource.getrlimit(resource.RLIMIT_CPU)[1],) * 2)
+import atexit, io, threading
+_error = None
+sys.modules["__main__"] = _main
+sys.argv[:] = ["main.py", *_argv]
+try:
+    exec(_code, _main.__dict__)
+    _status = 0
+except SystemExit as _error:  # as python ends on it: None is 0, an integer its C long (-1 past it), else 1
+    _status = _error.code
+    if _status is None:
+        _status = 0
+    elif isinstance(_status, int):
+        _status = int.__int__(_status)
+        _status = _status if -2**63 <= _status < 2**63 else -1
+    else:
+        sys.stderr.write(f"{_status}\n")
+        _status = 1
+except BaseException as _error:  # as python reports it: the traceback from the program's own frames, exit 1
+    _error.__traceback__ = _error.__traceback__.tb_next
+    sys.last_type, sys.last_value, sys.last_traceback = type(_error), _error, _error.__traceback__
+    sys.excepthook(type(_error), _error, _error.__traceback__)
+    _status = 130 if isinstance(_error, KeyboardInterrupt) else 1
+
+
+def _closed(stream):
+    try:
+        return bool(stream.closed)
+    except BaseException:  # as python reads it: no closed attribute, not closed
+        return False
+
+
+def _flush(streams):
+    flushed = True
+    for stream in streams:
+        try:
+            if stream is not None and not _closed(stream):
+                stream.flush()
+        except BaseException:  # python's exit reports it by its status, 120
+            flushed = False
+    return flushed
+
+
+# python's exit, in its order, without tearing down the interpreter's own modules (the interpreter's pages, shared
+# with it until written: tearing them down would copy them all): the program's threads are waited for, its atexit
+# functions run, its output flushed (120 if that fails), then its globals are cleared and its garbage collected, so
+# that its objects' finalizers run (a file it did not close is flushed and closed), every file object it made and
+# still holds elsewhere is flushed (the collector tracks only what the program made), and the output flushed again
+threading._shutdown()
+atexit._run_exitfuncs()
+if not _flush((sys.stdout, sys.stderr)):
+    _status = 120
+for _name in sorted(_main.__dict__, key=lambda name: not name.startswith("_")):
+    if _name != "__builtins__":
+        _main.__dict__[_name] = None
+sys.last_type = sys.last_value = sys.last_traceback = _error = None
+gc.collect()
+_flush([found for found in gc.get_objects() if isinstance(found, io.IOBase)])
+_flush((sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__))
+os._exit(_status & 0xFF)

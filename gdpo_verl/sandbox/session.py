@@ -1,0 +1,216 @@
+"""Sessions: one program run on many inputs in one slot (``Session``), and the host's side of the protocol with a
+session's interpreter (``Interpreter``; its side is ``programs/interpreter.py``).
+
+Protocol, over a SOCK_SEQPACKET socket: the interpreter says "R" once the program is compiled ("E" and python's
+error when it does not compile, "F" and why when the interpreter could not start). For each test case the host sends
+"A" and the arguments, NUL-terminated, with the case's stdin, stdout and stderr; the interpreter says "S" once the
+case's first process exists, and at its end "D <exit code> <the case's CPU seconds> <its own CPU seconds>" ("F"
+and why when the case's namespaces could not be made). "end" asks it to kill the case; closing the socket ends it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from gdpo_verl.sandbox import teardown
+from gdpo_verl.sandbox.cgroups import TEARDOWN_S
+from gdpo_verl.sandbox.host import wants_cpu
+from gdpo_verl.sandbox.launch import Run
+from gdpo_verl.sandbox.limits import Limits
+from gdpo_verl.sandbox.outcome import ERROR, Outcome, unavailable, why
+from gdpo_verl.sandbox.watch import Output, outcome, pump
+
+if TYPE_CHECKING:
+    from gdpo_verl.sandbox.sandbox import Sandbox
+
+
+class Session:
+    """Runs one program on many inputs, one at a time, in one slot of a sandbox (``Sandbox.session``), which it
+    holds until ``close`` (or the end of its ``with`` block).
+
+    In local mode the program is read and compiled once, by an interpreter that is its sandbox's first process, and
+    each test case runs in namespaces made fresh for it (``programs/interpreter.py``): a process forked from the
+    interpreter, which has run none of the program, runs it as ``__main__`` with its own stdin, stdout and stderr, a
+    new ``/work``, a new pid and IPC namespace, and every limit of a run (``Limits``). A program that does not
+    compile gets the interpreter's error for every run, found once. A sandbox whose interpreter died or is past half
+    its CPU limit is ended, and the next run starts a new one. Without a sandbox (mode ``"none"``) each run is a
+    process of its own."""
+
+    def __init__(self, sandbox: Sandbox, code: str, slot: int | None, failed: Outcome | None = None) -> None:
+        self.sandbox, self.slot = sandbox, slot
+        self.code = code.encode("utf-8", "surrogatepass")
+        self.started = 0  # sandboxes started for this session
+        self.start_seconds = 0.0  # what starting the last one took (its interpreter ready, the program compiled)
+        self._failed = failed  # every run's outcome: the sandbox cannot run, or the program cannot start
+        self._interpreter: Interpreter | None = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def run(self, stdin: str, argv: tuple[str, ...] = ()) -> Outcome:
+        """Run the program with ``stdin`` as its standard input (and ``argv`` as its arguments)."""
+        if self._failed is not None:
+            return self._failed
+        if self.slot is None:
+            raise RuntimeError("this sandbox session is closed; open another with Sandbox.session.")
+        data, argv = stdin.encode("utf-8", "surrogatepass"), tuple(argv)
+        if self.sandbox.mode == "none":
+            try:
+                return self.sandbox.run_plain(self.code, data, argv, self.slot)
+            finally:
+                self.sandbox.mark_ended()
+        for _ in range(2):  # once more when the interpreter ended between two runs
+            if self._interpreter is None or not self._interpreter.usable:
+                self._stop()
+                self.started += 1
+                begun = time.monotonic()
+                self._interpreter, self._failed = self.sandbox.start(self.code, self.slot)
+                self.start_seconds = time.monotonic() - begun
+                if self._failed is not None:
+                    return self._failed
+            result = self._interpreter.execute(data, argv)
+            if result is not None:
+                self.sandbox.mark_ended()
+                return result
+        return unavailable("the sandbox's interpreter ended before it took the run, twice in a row")
+
+    def close(self) -> None:
+        """End the sandbox and give the slot back."""
+        if self.slot is None:
+            return
+        try:
+            self._stop()
+        finally:
+            self.sandbox.release(self.slot)
+            self.slot = None
+
+    def _stop(self) -> None:
+        interpreter, self._interpreter = self._interpreter, None
+        if interpreter is not None:
+            interpreter.stop()
+
+
+class Interpreter:
+    """Host side of a session's interpreter: its sandbox (bubblewrap's run) and the socket it takes runs on.
+    ``usable`` is False once it has ended, stopped answering or spent half its CPU limit."""
+
+    def __init__(self, limits: Limits, bwrap: Run, control: socket.socket, uid: int | None) -> None:
+        self.limits, self.bwrap, self.control, self.uid = limits, bwrap, control, uid
+        self.usable = True
+
+    def _cpu(self, before: float | None):
+        cgroup = self.bwrap.cgroup
+        return (lambda: cgroup.cpu_seconds() - before) if cgroup is not None else None
+
+    def _busy(self):
+        """Whether the sandbox's processes run or wait for a CPU (the interpreter's host pid, once bubblewrap
+        reported it, and its descendants); None before then."""
+        root = self.bwrap.child_pid
+        return (lambda: wants_cpu(root)) if root is not None else None
+
+    def wait_ready(self, started: float) -> Outcome | None:
+        """Wait (at most ``wall_s``) for the interpreter to have compiled the program: None, or the outcome of every
+        run of the session."""
+        limits, bwrap = self.limits, self.bwrap
+        bwrap.process.stdin.close()  # it reads nothing of its own
+        answer: list[bytes] = []
+        out, err = Output(limits.output_kb), Output(limits.output_kb)
+        reads = {self.control.fileno(): answer.append, bwrap.status_fd: bwrap.read_status,
+                 bwrap.process.stdout.fileno(): out, bwrap.process.stderr.fileno(): err}
+        cpu = self._cpu(bwrap.cpu_before)
+        stopped = pump(limits, started + limits.wall_s, reads, lambda: bool(answer), cpu=cpu)
+        seconds = time.monotonic() - started
+        if stopped is None and answer[0] == b"R":
+            return None
+        if stopped is None and answer[0][:1] == b"E":  # the program does not compile: as python reports it
+            return Outcome(ERROR, 1, "", answer[0][1:].decode("utf-8", "replace"), seconds, why(1))
+        if stopped is None and answer[0][:1] == b"F":
+            return unavailable("the sandbox's interpreter could not start: "
+                               + answer[0][1:].decode("utf-8", "replace"), seconds)
+        code = None
+        if stopped is None:  # its namespace ended first: bubblewrap says how, or could not create it
+            bwrap.reap(TEARDOWN_S)
+            code = bwrap.exit_code()
+        if code is None and (stopped is None or bwrap.child is None):
+            said = err.data.decode("utf-8", "replace")
+            return unavailable(f"bubblewrap could not create the sandbox: {said.strip()[-300:]}" if stopped is None
+                               else f"bubblewrap did not start the sandbox within {limits.wall_s:g} s", seconds, said)
+        used = cpu() if cpu is not None else bwrap.cpu
+        return outcome(limits, code, b"", err.data, stopped, used, seconds)
+
+    def execute(self, stdin: bytes, argv: tuple[str, ...]) -> Outcome | None:
+        """One run; None when the interpreter had ended before it could take it."""
+        limits, cgroup = self.limits, self.bwrap.cgroup
+        started = time.monotonic()
+        before = cgroup.cpu_seconds() if cgroup is not None else None
+        stdin_read, stdin_write = os.pipe()
+        writer = open(stdin_write, "wb", buffering=0)
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        try:
+            socket.send_fds(self.control, [b"A" + b"".join(os.fsencode(argument) + b"\0" for argument in argv)],
+                            [stdin_read, out_write, err_write])
+        except OSError:  # it has ended
+            writer.close()
+            for fd in (out_read, err_read):
+                os.close(fd)
+            self.usable = False
+            return None
+        finally:
+            for fd in (stdin_read, out_write, err_write):
+                os.close(fd)
+        forked, answer = [], []  # "S" once the run's process exists; then the answer (b"": the interpreter ended)
+
+        def control(block: bytes) -> None:
+            (forked if block == b"S" else answer).append(block)
+
+        out, err = Output(limits.output_kb), Output(limits.output_kb)
+        try:
+            stopped = pump(limits, started + limits.wall_s, {out_read: out, err_read: err,
+                                                             self.control.fileno(): control},
+                           lambda: bool(answer) and out.ended and err.ended, feed=(writer, stdin),
+                           cpu=self._cpu(before), busy=self._busy())
+            if stopped is not None and not answer:
+                try:
+                    self.control.send(b"end")  # it kills the run and answers
+                except OSError:
+                    pass  # it has ended: the answer is the end of the socket
+                pump(limits, time.monotonic() + TEARDOWN_S, {self.control.fileno(): control}, lambda: bool(answer))
+        finally:
+            for fd in (out_read, err_read):
+                os.close(fd)
+        if not forked and answer == [b""]:  # it ended before it took the run (not the run's doing)
+            self.usable = False
+            return None
+        seconds = time.monotonic() - started
+        if answer and answer[0][:1] == b"F":  # the case's namespaces could not be made: the program never ran
+            self.usable = False
+            return unavailable("the sandbox could not make a test case's namespaces: "
+                               + answer[0][1:].decode("utf-8", "replace"), seconds)
+        if answer and answer[0]:
+            _, code, used, own = answer[0].split()  # b"D", its exit code, the run's CPU, the interpreter's own
+            if float(own) > limits.cpu_s / 2:
+                self.usable = False
+            cpu = cgroup.cpu_seconds() - before if cgroup is not None else float(used)
+            return outcome(limits, int(code), out.data, err.data, stopped, cpu, seconds)
+        # it ended with its run (the OOM killer may take it), or did not answer in time: the run's end is its end
+        self.usable = False
+        code = self.bwrap.exit_code() if answer and self.bwrap.reap(TEARDOWN_S) else None
+        if stopped is None and code is None:
+            return unavailable("the sandbox's interpreter ended without an exit status", seconds,
+                               err.data.decode("utf-8", "replace"))
+        cpu = cgroup.cpu_seconds() - before if cgroup is not None else 0.0
+        return outcome(limits, code, out.data, err.data, stopped, cpu, seconds)
+
+    def stop(self) -> None:
+        """End the sandbox (its first process, and with it every process in it) and collect it."""
+        try:
+            teardown.end(self.bwrap, self.uid, stopped_by_host=self.bwrap.child is None, sandboxed=True)
+        finally:
+            self.control.close()
