@@ -12,6 +12,13 @@ responses (each a short program with its test cases), as many at once as cores:
 Prints per way: test cases per second, core-milliseconds per test case, the overhead over the program's own CPU
 time (measured here, in this process), and the ratio to bare; then what a 64-core node would sustain, projected
 from the per-core rate (labelled as such: not measured).
+
+    python scripts/bench_sandbox.py --against ../earlier   # also the same ways from another checkout, alternating
+
+With ``--against``, each round measures bare and the coding reward from this checkout and from the other one, in
+turn, each in a process of its own (``--round-json``, with that checkout first on ``PYTHONPATH``), and prints both
+trees' rates and ratios to bare side by side: the ratio of one tree is read against the other's on the same
+machine, in the same minutes.
 """
 
 from __future__ import annotations
@@ -27,7 +34,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from gdpo_verl.rewards.coding import CodingReward
-from gdpo_verl.sandbox import OK, Sandbox
+
+try:
+    from gdpo_verl.sandbox import OK, Sandbox
+except ImportError:  # a checkout from before the sandbox was a package of its own (--against)
+    from gdpo_verl.rewards.sandbox import OK, Sandbox
 
 # Typical accepted solutions: read the input, compute, print (what most test cases of a coding set run).
 PROGRAMS = [
@@ -111,6 +122,52 @@ def measure(score, responses: list[tuple[str, list[str], list[str]]], slots: int
     return sum(len(stdins) for _, stdins, _ in responses) / seconds
 
 
+def round_json(responses: list[tuple[str, list[str], list[str]]], slots: int) -> dict:
+    """One round of bare and the coding reward with the gdpo_verl this process imports (``--round-json``)."""
+    import gdpo_verl
+
+    sandbox = Sandbox("local", slots=slots)
+    sandbox.check()
+    reward = CodingReward(workers=slots)
+    reward.prepare()
+    try:
+        measure(coding_reward(reward), responses[:1], slots)  # its sessions' first start, out of the count
+        rates = {"bare": measure(bare(sandbox.python), responses, slots),
+                 "coding reward": measure(coding_reward(reward), responses, slots)}
+    finally:
+        reward.close()
+        sandbox.close()
+    return {"tree": os.path.dirname(os.path.dirname(gdpo_verl.__file__)), "rates": rates}
+
+
+def against(other: str, args: argparse.Namespace) -> int:
+    """Bare and the coding reward from this checkout and from ``other``, alternating, each round in new processes."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = {"this checkout": here, "other": os.path.abspath(other)}
+    rates: dict[str, dict[str, list[float]]] = {name: {"bare": [], "coding reward": []} for name in trees}
+    for _ in range(args.rounds):
+        for name, tree in trees.items():
+            done = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--round-json", "--responses", str(args.responses),
+                 "--slots", str(args.slots)], capture_output=True, text=True, timeout=1800,
+                env={**os.environ, "PYTHONPATH": tree}, cwd=tree)
+            if done.returncode != 0:
+                raise RuntimeError(f"the round in {tree} failed: {done.stderr[-2000:]}")
+            found = json.loads(done.stdout.splitlines()[-1])
+            if os.path.realpath(found["tree"]) != os.path.realpath(tree):
+                raise RuntimeError(f"the round meant for {tree} imported gdpo_verl from {found['tree']}")
+            for way, rate in found["rates"].items():
+                rates[name][way].append(rate)
+    print(f"{args.responses} responses x {CASES} test cases x {args.rounds} rounds, {args.slots} at once, "
+          f"alternating between {here} and {trees['other']}")
+    print(f"{'tree':<15} {'bare cases/s':>12} {'reward cases/s':>14} {'reward / bare':>13}  rounds (reward / bare)")
+    for name in trees:
+        bare_rate, reward_rate = (statistics.median(rates[name][way]) for way in ("bare", "coding reward"))
+        per_round = " ".join(f"{r / b:.2f}" for r, b in zip(rates[name]["coding reward"], rates[name]["bare"]))
+        print(f"{name:<15} {bare_rate:12.1f} {reward_rate:14.1f} {reward_rate / bare_rate:12.2f}x  {per_round}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--responses", type=int, default=3, help="responses per way and round (default 3; each "
@@ -118,14 +175,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="rounds, the ways alternating (default 2)")
     parser.add_argument("--slots", type=int, default=len(os.sched_getaffinity(0)), help="test cases at once "
                         "(default: the cores)")
+    parser.add_argument("--against", metavar="CHECKOUT", help="also measure bare and the coding reward from this "
+                        "other checkout of gdpo-verl, alternating with this one")
+    parser.add_argument("--round-json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.responses < 1 or args.rounds < 1 or args.slots < 1:
         parser.error("--responses, --rounds and --slots must be at least 1")
+    if args.against:
+        if not os.path.isdir(os.path.join(args.against, "gdpo_verl")):
+            parser.error(f"--against {args.against}: no gdpo_verl package there (give a checkout of gdpo-verl)")
+        return against(args.against, args)
     responses = []
     for number in range(args.responses):
         program = PROGRAMS[number % len(PROGRAMS)]
         stdins = inputs(number % len(PROGRAMS))
         responses.append((program, stdins, [expected(program, stdin) for stdin in stdins]))
+    if args.round_json:
+        print(json.dumps(round_json(responses, args.slots)))
+        return 0
     own = own_seconds([(program, stdins) for program, stdins, _ in responses])
     sandbox = Sandbox("local", slots=args.slots)
     sandbox.check()

@@ -40,7 +40,7 @@ ALLOWED = (
     "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getgroups", "getresuid", "getresgid", "getpgid",
     "getpgrp", "getsid", "setpgid", "setsid", "set_tid_address", "set_robust_list", "get_robust_list", "rseq",
     "futex", "sched_yield", "sched_getaffinity", "sched_getparam", "sched_getscheduler", "sched_get_priority_max",
-    "sched_get_priority_min", "getpriority", "setpriority", "getrlimit", "setrlimit", "prlimit64", "getrusage",
+    "sched_get_priority_min", "getpriority", "getrlimit", "setrlimit", "getrusage",
     "times", "uname", "arch_prctl", "capget", "getcpu", "restart_syscall",
     # signals and timers (pending signals bounded by RLIMIT_SIGPENDING)
     "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigsuspend", "rt_sigtimedwait",
@@ -61,12 +61,19 @@ CLONE_REFUSED_FLAGS = (0x00001000      # CLONE_PIDFD
                        | 0x10000000    # CLONE_NEWUSER
                        | 0x20000000    # CLONE_NEWPID
                        | 0x40000000)   # CLONE_NEWNET
-# prctl is allowed for these options only (reading settings, naming a thread): not for switching back on
-# transparent huge pages (PR_SET_THP_DISABLE: a 2 MB page held through a 4 KB mapping is memory outside the
-# address-space limit), nor for anything else.
+# Calls allowed with these arguments only (argument index: the values allowed), each for its reason:
+# - prctl: reading settings and naming a thread; not switching back on transparent huge pages (PR_SET_THP_DISABLE: a
+#   2 MB page held through a 4 KB mapping is memory outside the address-space limit), nor anything else;
+# - prlimit64 and setpriority: the calling process only (pid 0), never another, such as the session's interpreter,
+#   whose limits and priority every later test case would inherit.
 PRCTL_ALLOWED = {"PR_GET_PDEATHSIG": 2, "PR_GET_DUMPABLE": 3, "PR_SET_NAME": 15, "PR_GET_NAME": 16,
                  "PR_GET_SECCOMP": 21, "PR_CAPBSET_READ": 23, "PR_GET_TIMERSLACK": 30, "PR_GET_NO_NEW_PRIVS": 39,
                  "PR_GET_THP_DISABLE": 42}
+ARGUMENTS = {
+    "prctl": {0: tuple(sorted(PRCTL_ALLOWED.values()))},
+    "prlimit64": {0: (0,)},
+    "setpriority": {0: (0,), 1: (0,)},  # PRIO_PROCESS, this process
+}
 # Refused with ENOSYS, so that the C library falls back to a call the filter can read (clone3 passes its flags in
 # memory, out of a filter's sight).
 FALLBACK = ("clone3",)
@@ -81,9 +88,9 @@ _NR, _ARCH, _ARG0 = 0, 4, 16
 
 def seccomp_filter(machine: str) -> bytes:
     """The classic-BPF program (``struct sock_filter`` array) for ``machine`` (``x86_64`` or ``aarch64``): the calls
-    above allowed, ``clone`` without ``CLONE_REFUSED_FLAGS``, ``prctl`` with ``PRCTL_ALLOWED`` options, ``FALLBACK``
-    refused with ENOSYS, every other call, and any other architecture's calling convention (a 32-bit or x32 call
-    would pass a filter by number), refused with EPERM."""
+    above allowed, ``clone`` without ``CLONE_REFUSED_FLAGS``, the calls of ``ARGUMENTS`` with those arguments,
+    ``FALLBACK`` refused with ENOSYS, every other call, and any other architecture's calling convention (a 32-bit or
+    x32 call would pass a filter by number), refused with EPERM."""
     numbers = NUMBERS[machine]
     allow, eperm, enosys = (_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_ERRNO | _EPERM), \
         (_RET_K, 0, 0, _RET_ERRNO | _ENOSYS)
@@ -99,10 +106,13 @@ def seccomp_filter(machine: str) -> bytes:
     # clone: its flags (the first argument)
     program += [(_JEQ_K, 0, 4, numbers["clone"]), (_LD_W_ABS, 0, 0, _ARG0), (_JSET_K, 1, 0, CLONE_REFUSED_FLAGS),
                 allow, eperm]
-    # prctl: its option (the first argument)
-    options = sorted(PRCTL_ALLOWED.values())
-    program += [(_JEQ_K, 0, len(options) + 3, numbers["prctl"]), (_LD_W_ABS, 0, 0, _ARG0)]
-    program += [(_JEQ_K, len(options) - index, 0, option) for index, option in enumerate(options)]
-    program += [eperm, allow]
+    for name, rules in ARGUMENTS.items():
+        block: list[tuple[int, int, int, int]] = []
+        for index, values in rules.items():  # each argument in turn: one of its values, or refused
+            block.append((_LD_W_ABS, 0, 0, _ARG0 + 8 * index))
+            block += [(_JEQ_K, len(values) - at, 0, value) for at, value in enumerate(values)]
+            block.append(eperm)
+        block.append(allow)
+        program += [(_JEQ_K, 0, len(block), numbers[name]), *block]
     program.append(eperm)
     return b"".join(struct.pack("HBBI", *instruction) for instruction in program)

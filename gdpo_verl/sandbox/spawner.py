@@ -51,6 +51,9 @@ class Spawner:
             message, received, _, _ = socket.recv_fds(self.channel, 64, 1)
             if not message:
                 raise OSError(errno.EPIPE, f"the sandbox's spawner (pid {self.process.pid}) has ended")
+        except ConnectionError as error:
+            self.close()
+            raise OSError(errno.EPIPE, f"the sandbox's spawner (pid {self.process.pid}) has ended ({error})") from None
         except BaseException:
             self.close()  # a new one for the next run
             raise

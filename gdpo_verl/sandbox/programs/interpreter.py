@@ -5,26 +5,27 @@ It imports the standard modules programs use most, reads the program (descriptor
 answers "R" (or "E" and the error, as python reports it, when the program does not compile; "F" and why when the
 interpreter itself could not start). It caps user namespaces below its own at 0 (no run can make one).
 
-Each test case (the host sends "A" and its arguments, with its stdin, stdout and stderr) runs in namespaces of its
-own, made fresh for it: the interpreter forks the case's first process in a new pid namespace (and says "S"); that
-process makes a new mount and IPC namespace, mounts a new tmpfs of FILE_BYTES on /work holding only main.py, takes
-/proc away, and forks the program's process. That process drops every capability, sets no-new-privileges, installs
-the filter (descriptor FILTER, ``policy.py``), and runs the compiled program as __main__, ending as python would.
-When the program ends, the case's first process kills every other process of the namespace and exits with the
-program's exit status; when the host sends "end", the interpreter kills the case's first process, and the kernel
-every process of its namespace. Nothing of a case outlives it: its pid numbers, its files (inode numbers included),
-its IPC objects and its mounts went with its namespaces. The answer ("D") gives the exit code (128 + the signal), the
-CPU time of the case's processes and the interpreter's own CPU time; "F" and why when the case's namespaces could
-not be made. It ends when the host closes the socket.
+Each test case (the host sends "A" and its arguments, with its stdin, stdout and stderr) gets a new tmpfs of
+FILE_BYTES on /work holding only main.py (the case before's is unmounted, and goes with it) and is a process forked
+from the interpreter, numbered from 2 again (the interpreter sets its pid namespace's last pid to 1 first: every
+process of the case before has been collected). It says "S"; the process drops every capability, sets
+no-new-privileges and installs the filter (descriptor FILTER, ``policy.py``) before it runs anything of the program,
+then runs the compiled program as __main__, ending as python would. When it ends (or the host sends "end"), the
+interpreter kills every other process of the namespace (kill -1 from its first process reaches all of them, and all
+are the case's) and collects them. Nothing of a case outlives it: its processes, its files (inode numbers included)
+and its tmpfs go with it, and the next case's pids are the same numbers. There is no /proc (the interpreter keeps
+what it needs of it open). The answer ("D") gives the exit code (128 + the signal), the CPU time of the case's
+processes and the interpreter's own CPU time; "F" and why when the case could not be set up. It It
+ends when the host closes the socket.
 """
 import _socket, ctypes, gc, os, resource, select, signal, sys
 
 signal.signal(signal.SIGINT, signal.SIG_DFL)  # its namespace's first process: a signal with no handler never comes
-_libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE, MNT_DETACH = 0x2, 0x4, 0x8, 0x4000, 0x40000, 0x2
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MNT_DETACH = 0x2, 0x4, 0x8, 0x2
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 22, 2
+_libc = ctypes.CDLL(None, use_errno=True)
+_mount, _umount2, _prctl, _capset = _libc.mount, _libc.umount2, _libc.prctl, _libc.capset
 
 
 def _check(result, what):
@@ -37,8 +38,43 @@ class _Filter(ctypes.Structure):  # struct sock_fprog
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-class _CapHeader(ctypes.Structure):  # struct __user_cap_header_struct
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+class _Confinement:
+    """What the case's process needs to confine itself, made once in the interpreter (a fork then only calls)."""
+
+    def __init__(self, rules, file_bytes):
+        self.rules = ctypes.create_string_buffer(rules, len(rules))
+        self.program = _Filter(len(rules) // 8, ctypes.cast(self.rules, ctypes.c_void_p))
+        self.header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+        self.sets = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: none
+        self.options = f"size={file_bytes},mode=0755".encode()
+        self.mounted = False  # /work is a tmpfs of the interpreter's making (bubblewrap's is a plain directory)
+
+    def fresh_work(self, source):
+        """A new tmpfs on /work holding only main.py, in place of the case before's (gone with its last reference),
+        and the working directory there."""
+        if self.mounted:
+            _check(_umount2(b"/work", MNT_DETACH), "the last case's /work taken away")
+        self.mounted = False
+        _check(_mount(b"tmpfs", b"/work", b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, self.options), "/work")
+        self.mounted = True
+        os.chdir("/work")
+        fd = os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(source)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+
+    def confine(self):
+        """No capability (in any set), no new privileges, the filter."""
+        _check(_prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "ambient capabilities cleared")
+        capability = 0
+        while _prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) == 0:
+            capability += 1
+        _check(_capset(self.header, self.sets), "capabilities dropped")
+        _check(_prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no new privileges")
+        _check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.program), 0, 0), "the seccomp filter")
 
 
 def _answer_and_wait(channel, answer):
@@ -67,78 +103,18 @@ def _read(fd):
         chunks.append(block)
 
 
-def _case_namespaces(source, file_bytes):
-    """In the case's first process (its pid namespace's pid 1): a mount and IPC namespace of its own, a new tmpfs on
-    /work holding only main.py, no /proc."""
-    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
-    _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "private mounts")
-    _check(_libc.mount(b"tmpfs", b"/work", b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                       f"size={file_bytes},mode=0755".encode()), "a tmpfs on /work")
-    _check(_libc.umount2(b"/proc", MNT_DETACH), "/proc taken away")
-    os.chdir("/work")
-    fd = os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(source)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
-
-
-def _confine(rules):
-    """In the program's process: no capability (in any set), no new privileges, the filter."""
-    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "ambient capabilities cleared")
-    capability = 0
-    while _libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) == 0:
-        capability += 1
-    header, data = _CapHeader(0x20080522, 0), (ctypes.c_uint32 * 6)()  # _LINUX_CAPABILITY_VERSION_3: all zero
-    _check(_libc.capset(ctypes.byref(header), data), "capabilities dropped")
-    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no new privileges")
-    program = ctypes.create_string_buffer(rules, len(rules))
-    fprog = _Filter(len(rules) // 8, ctypes.cast(program, ctypes.c_void_p))
-    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "the seccomp filter")
-
-
-def _first(source, file_bytes, report, fds):
-    """The case's first process: its namespaces, then the program's process; it collects every process of the
-    namespace and exits with the program's status. Returns in the program's process."""
-    try:
-        _case_namespaces(source, file_bytes)
-        pid = os.fork()
-    except BaseException as error:
-        os.write(report, repr(error).encode("utf-8", "replace")[:4000])
-        os._exit(1)
-    if pid == 0:
-        os.close(report)
-        return
-    os.close(report)
-    for fd in fds:
-        os.close(fd)
-    status = 0
-    while True:  # until the program ends, then every process left in the namespace (kill(-1) from its pid 1)
-        try:
-            found, waited = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        if found == pid:
-            status = os.waitstatus_to_exitcode(waited)
-            try:
-                os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    os._exit(128 - status if status < 0 else status & 0xFF)
-
-
 def _serve():
     channel = _socket.socket(fileno=int(sys.argv[1]))
     try:
         if os.getpid() != 1:  # kill(-1) would reach every process of this user id, not only a run's
             raise OSError("the interpreter is not its pid namespace's first process")
-        _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")  # its memory closed to what it starts
+        _check(_prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")  # its memory closed to what it starts
         with open("/proc/sys/user/max_user_namespaces", "w") as limit:
             limit.write("0")  # no user namespace below this one: nothing a run starts can make one
-        own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        last_pid = os.open("/proc/sys/kernel/ns_last_pid", os.O_WRONLY | os.O_CLOEXEC)
+        _check(_umount2(b"/proc", MNT_DETACH), "/proc taken away")  # nothing a case can read of the host's counters
         source, rules, file_bytes = _read(int(sys.argv[2])), _read(int(sys.argv[3])), int(sys.argv[4])
+        confinement = _Confinement(rules, file_bytes)
         # what programs import most (and what ends a run: atexit, threading), imported once
         import atexit, bisect, builtins, collections, functools, heapq, importlib.machinery, itertools, math
         import operator, random, re, string, threading, types, typing
@@ -165,19 +141,21 @@ def _serve():
             raise RuntimeError(f"a run came as {message[:20]!r} with {len(fds)} descriptors, not 3")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         report, reported = os.pipe()
-        _check(_libc.unshare(CLONE_NEWPID), "a pid namespace for the case")
         try:
+            confinement.fresh_work(source)
+            os.pwrite(last_pid, b"1", 0)  # the case's pids from 2 on, as the case before had them
             pid = os.fork()
-        except OSError as error:  # out of processes: the sandbox's failure, not the program's
-            pid = None
-            failed = repr(error).encode("utf-8", "replace")
+        except OSError as error:  # no /work, out of processes: the sandbox's failure, not the program's
+            pid, failed = None, repr(error).encode("utf-8", "replace")
         if pid == 0:
             os.close(channel.detach())
-            os.close(own)
             os.close(report)
-            _first(source, file_bytes, reported, fds)
-            return code, main, [os.fsdecode(argument) for argument in message[1:].split(b"\0")[:-1]], fds, rules
-        _check(_libc.setns(own, CLONE_NEWPID), "back to the interpreter's pid namespace")
+            try:
+                confinement.confine()
+            except BaseException as error:
+                os.write(reported, repr(error).encode("utf-8", "replace")[:4000])
+                os._exit(1)
+            return code, main, [os.fsdecode(argument) for argument in message[1:].split(b"\0")[:-1]], fds
         os.close(reported)
         for fd in fds:
             os.close(fd)
@@ -195,13 +173,17 @@ def _serve():
             for fd, _ in poller.poll():
                 if fd == ended:
                     waiting = False
-                elif channel.recv(16):  # "end": the case's first process, and with it its namespace
-                    os.kill(pid, signal.SIGKILL)
+                elif channel.recv(16):  # "end"
+                    waiting = False
                 else:
                     os._exit(0)
         os.close(ended)
         status = None
-        while True:  # the case's first process (and anything else, though nothing else can be there)
+        while True:  # every process of the namespace but this one (all are the case's), until none is left
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             try:
                 found, waited = os.waitpid(-1, 0)
             except ChildProcessError:
@@ -210,22 +192,20 @@ def _serve():
                 status = waited
         failed = _read(report)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        own_cpu = resource.getrusage(resource.RUSAGE_SELF)
+        own = resource.getrusage(resource.RUSAGE_SELF)
         if failed:
             channel.send(b"F" + failed)
             continue
         exit = os.waitstatus_to_exitcode(status)
         cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        channel.send(f"D {128 - exit if exit < 0 else exit} {cpu!r} {own_cpu.ru_utime + own_cpu.ru_stime!r}".encode())
+        channel.send(f"D {128 - exit if exit < 0 else exit} {cpu!r} {own.ru_utime + own.ru_stime!r}".encode())
 
 
-_code, _main, _argv, _fds, _rules = _serve()
+_code, _main, _argv, _fds = _serve()
 # the run: a process that has run nothing of the program
 for _number, _fd in enumerate(_fds):
     os.dup2(_fd, _number)
 os.closerange(3, 1 << 16)
-_confine(_rules)
-del _rules
 signal.signal(signal.SIGINT, signal.default_int_handler)
 # no SIGXCPU, SIGKILL at the hard limit (a second past cpu_s), as for a sandbox's first process: the host counts
 # the run's CPU time exactly and stops it at cpu_s (the kernel's per-process count, sampled, may lead it by 10%)

@@ -526,7 +526,7 @@ def test_the_memory_a_run_holds_is_within_its_bound_measured_on_the_host():
     assert held_mb < bound_mb, f"the run held {held_mb:.0f} MB of the host's memory; its bound is {bound_mb} MB"
 
 
-REFUSED = {  # what the filter refuses, by class (gdpo_verl/rewards/sandbox.py, _REFUSED_SYSCALLS)
+REFUSED = {  # what the filter refuses, by class (gdpo_verl/sandbox/policy.py)
     "semaphores": "libc.syscall(64 if x86 else 190, 0, 1, 0o1600)",
     "extended attributes": "os.setxattr('/work', 'user.k', b'v')",
     "extended attributes of a descriptor": "os.setxattr(os.open('/work', os.O_RDONLY), 'user.k', b'v')",
@@ -544,6 +544,15 @@ REFUSED = {  # what the filter refuses, by class (gdpo_verl/rewards/sandbox.py, 
     "perf events": "libc.syscall(298 if x86 else 241, ctypes.create_string_buffer(128), 0, -1, -1, 0)",
     "parent-death signal off": "libc.prctl(1, 0, 0, 0, 0)",
     "huge pages on": "libc.prctl(41, 0, 0, 0, 0)",
+    # default deny: what the allow list leaves out (policy.py), among them what carried state from run to run
+    "pipes (their inode numbers count every pipe of the host)": "os.pipe()",
+    "dropping pages from the page cache": "os.posix_fadvise(os.open('/work/main.py', os.O_RDONLY), 0, 0, 4)",
+    "readahead": "libc.readahead(os.open('/work/main.py', os.O_RDONLY), ctypes.c_long(0), ctypes.c_size_t(4096))",
+    "reads that tell cached pages": "os.preadv(os.open('/work/main.py', os.O_RDONLY), [bytearray(1)], 0, 8)",
+    "host-wide counters (sysinfo)": "libc.sysinfo(buffer)",
+    "pid file descriptors": "os.pidfd_open(os.getpid())",
+    "memfd": "os.memfd_create('x')",
+    "mount": "libc.mount(b'none', b'/work', b'tmpfs', 0, None)",
 }
 
 

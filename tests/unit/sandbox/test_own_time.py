@@ -1,0 +1,57 @@
+"""A run's own time (the wall clock less the time it waited for a CPU) is bounded by cpu_s, as its CPU time is: a
+program that sleeps holds its slot no longer than one that computes, and one slowed by a busy host is not stopped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gdpo_verl.sandbox import OK, TIMEOUT, Limits, Sandbox
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap runs on Linux only")
+
+LIMITS = Limits(wall_s=4, cpu_s=1, memory_mb=256, processes=8, file_mb=4, output_kb=256)
+
+
+def test_a_program_that_sleeps_on_every_test_case_is_out_of_time_at_cpu_s():
+    # Before: sleeping just under wall_s on each test case kept a correct program's full score and no timeout: 16
+    # cases took 10.9 s against 0.5 s, and stop_after_timeouts never fired
+    sandbox = Sandbox("local", LIMITS)
+    try:
+        started = time.monotonic()
+        with sandbox.session("import time\ntime.sleep(3.5)\nprint(input())") as session:
+            outcomes = [session.run(f"{case}\n") for case in range(3)]
+        seconds = time.monotonic() - started
+    finally:
+        sandbox.close()
+    assert [outcome.status for outcome in outcomes] == [TIMEOUT] * 3, outcomes
+    assert all("of its own time" in outcome.why for outcome in outcomes)
+    assert seconds < 3 * (LIMITS.cpu_s + 1), seconds  # not 3 x 3.5 s
+
+
+def test_a_program_that_waits_for_a_cpu_on_a_busy_host_is_not_stopped():
+    # three processes spin on the one CPU the run may use: it waits for a CPU most of its wall clock, which is the
+    # host's doing, not its own time
+    cpu = min(os.sched_getaffinity(0))
+    hogs = [subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n"
+                                                    "    pass"]) for _ in range(3)]
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})  # the sandbox's processes inherit it
+    sandbox = Sandbox("local", Limits(wall_s=20, cpu_s=1, memory_mb=256, processes=8, file_mb=4, output_kb=256))
+    try:
+        started = time.monotonic()
+        outcome = sandbox.run("import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end:\n"
+                              "    pass\nprint('done')", "")
+        seconds = time.monotonic() - started
+    finally:
+        os.sched_setaffinity(0, saved)
+        sandbox.close()
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert outcome.status == OK and outcome.stdout == "done\n", outcome
+    assert seconds > 1.2, f"the run did not wait for its CPU ({seconds:.2f} s): the test proves nothing"
