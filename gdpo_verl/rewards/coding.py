@@ -5,11 +5,11 @@ reward manager (it passes the response's token count as ``extra_info["response_l
 ``+reward.custom_reward_function.reward_kwargs.<name>``.
 
 The program is the last fenced Python block (```` ```python ... ``` ````) of the answer part of the response (after
-``</think>`` for reasoning models). It runs once per test case, in a sandbox (``gdpo_verl/rewards/sandbox.py``:
+``</think>`` for reasoning models). It runs once per test case, in a sandbox (``gdpo_verl.sandbox``:
 bubblewrap, no network, a read-only system, limits per test case on CPU, memory, processes, file size, output and
 wall clock) that compiles it once and runs each test case in a process forked from that state, nothing passing
 from one test case to the next (``Session``), or with ``sandbox=fusion`` on the Sandbox Fusion server of verl's
-``reward.sandbox_fusion`` settings (``gdpo_verl/rewards/sandbox_fusion.py``), scored the same way. Every test case
+``reward.sandbox_fusion`` settings (``gdpo_verl/sandbox/fusion.py``), scored the same way. Every test case
 counts (none is left out of ``pass_rate``'s denominator); once ``stop_after_timeouts`` of a response's runs ran out
 of time, the cases not yet started are not run and fail.
 

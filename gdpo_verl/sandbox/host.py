@@ -81,9 +81,9 @@ def parent(pid: int) -> int | None:
 
 
 def wants_cpu(root: int) -> bool:
-    """Whether any thread of ``root``'s descendants (``root`` included) is running or waiting for a CPU (state R), or
-    in an uninterruptible wait (D: the kernel's doing, not the program's). A process that ends meanwhile is
-    skipped."""
+    """Whether any thread of ``root``'s descendants (``root`` included) is running or waiting for a CPU (state R). Any
+    other state is a wait of the program's choosing (D too: a vfork's parent waits in it for as long as its child
+    likes). A process that ends meanwhile is skipped."""
     pending, seen = [root], set()
     while pending:
         pid = pending.pop()
@@ -97,7 +97,7 @@ def wants_cpu(root: int) -> bool:
         for tid in threads:
             try:
                 with open(f"/proc/{pid}/task/{tid}/stat", "rb") as stat:
-                    if stat.read().rsplit(b")", 1)[1].split()[0] in (b"R", b"D"):
+                    if stat.read().rsplit(b")", 1)[1].split()[0] == b"R":
                         return True
                 with open(f"/proc/{pid}/task/{tid}/children", "rb") as children:
                     pending += [int(child) for child in children.read().split()]

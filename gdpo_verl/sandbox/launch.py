@@ -11,6 +11,9 @@ from gdpo_verl.sandbox.host import parent, read_all, readable
 from gdpo_verl.sandbox.limits import Limits
 
 INTERPRETER = os.path.join(os.path.dirname(__file__), "programs", "interpreter.py")
+# the device nodes a run has (programs/interpreter.py makes each read-only: they are the host's, and their times
+# would pass from run to run)
+DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
 def bwrap_command(bwrap: str, python: str, image_mounts: list[str], limits: Limits, source: int, program: int,
@@ -20,9 +23,9 @@ def bwrap_command(bwrap: str, python: str, image_mounts: list[str], limits: Limi
     own and capabilities in its own user namespace only (it makes each test case's namespaces; the program's
     process drops them all). The interpreter gets the descriptors ``program``, ``filter_fd`` (the test cases'
     filter) and ``control`` (its socket); ``status`` is bubblewrap's status pipe."""
-    # /dev: only these nodes, read-only: no devpts (the pseudo-terminals a host's containers share), no /dev/shm
-    devices = [argument for node in ("null", "zero", "full", "random", "urandom")
-               for argument in ("--dev-bind", f"/dev/{node}", f"/dev/{node}")]
+    # /dev: only these nodes (made read-only by the interpreter: bubblewrap's --remount-ro would add nodev), under a
+    # read-only tmpfs: no devpts (the pseudo-terminals a host's containers share), no /dev/shm
+    devices = [argument for node in DEVICES for argument in ("--dev-bind", f"/dev/{node}", f"/dev/{node}")]
     return [
         # --as-pid-1: the interpreter is its pid namespace's first process, so when it ends the kernel ends every
         # process of the sandbox; and bubblewrap collects it (its own first process, without this, is left to the

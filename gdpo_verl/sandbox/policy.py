@@ -24,7 +24,7 @@ from gdpo_verl.sandbox.syscalls import AUDIT_ARCH, NUMBERS
 ALLOWED = (
     # reading and writing its descriptors and files (/work, the interpreter's files, five device nodes)
     "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "open", "openat", "creat", "close",
-    "close_range", "dup", "dup2", "dup3", "fcntl", "flock", "fstat", "stat", "lstat", "newfstatat", "statx",
+    "close_range", "dup", "dup2", "dup3", "fstat", "stat", "lstat", "newfstatat", "statx",
     "statfs", "fstatfs", "access", "faccessat", "faccessat2", "getdents", "getdents64", "readlink", "readlinkat",
     "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat",
     "renameat2", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "fchmodat2", "umask",
@@ -39,7 +39,7 @@ ALLOWED = (
     "fork", "vfork", "execve", "exit", "exit_group", "wait4", "waitid", "kill", "tkill", "tgkill", "getpid",
     "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getgroups", "getresuid", "getresgid", "getpgid",
     "getpgrp", "getsid", "setpgid", "setsid", "set_tid_address", "set_robust_list", "get_robust_list", "rseq",
-    "futex", "sched_yield", "sched_getaffinity", "sched_getparam", "sched_getscheduler", "sched_get_priority_max",
+    "sched_yield", "sched_getaffinity", "sched_getparam", "sched_getscheduler", "sched_get_priority_max",
     "sched_get_priority_min", "getpriority", "getrlimit", "setrlimit", "getrusage",
     "times", "uname", "arch_prctl", "capget", "getcpu", "restart_syscall",
     # signals and timers (pending signals bounded by RLIMIT_SIGPENDING)
@@ -69,11 +69,21 @@ CLONE_REFUSED_FLAGS = (0x00001000      # CLONE_PIDFD
 PRCTL_ALLOWED = {"PR_GET_PDEATHSIG": 2, "PR_GET_DUMPABLE": 3, "PR_SET_NAME": 15, "PR_GET_NAME": 16,
                  "PR_GET_SECCOMP": 21, "PR_CAPBSET_READ": 23, "PR_GET_TIMERSLACK": 30, "PR_GET_NO_NEW_PRIVS": 39,
                  "PR_GET_THP_DISABLE": 42}
+# - fcntl: descriptor flags, status flags and duplicates only; no locks, leases or directory notices, which the
+#   kernel keeps on the inode, so that two runs holding the same file (the image's, a device node) would see them
+#   (a lock toggled in one slot and tested in another passed 10 kbit/s): flock is refused whole for that reason.
+FCNTL_ALLOWED = {"F_DUPFD": 0, "F_GETFD": 1, "F_SETFD": 2, "F_GETFL": 3, "F_SETFL": 4, "F_DUPFD_CLOEXEC": 1030,
+                 "F_GETPIPE_SZ": 1032}
 ARGUMENTS = {
     "prctl": {0: tuple(sorted(PRCTL_ALLOWED.values()))},
     "prlimit64": {0: (0,)},
     "setpriority": {0: (0,), 1: (0,)},  # PRIO_PROCESS, this process
+    "fcntl": {1: tuple(sorted(FCNTL_ALLOWED.values()))},
 }
+# Calls allowed only with these bits set in an argument (argument index: the bits):
+# - futex: FUTEX_PRIVATE_FLAG, a futex of the process's own memory; a shared one is keyed on the inode of a shared
+#   file mapping, which another run of the same image reaches (a wake in one slot woke a wait in another).
+FLAGS_REQUIRED = {"futex": {1: 0x80}}
 # Refused with ENOSYS, so that the C library falls back to a call the filter can read (clone3 passes its flags in
 # memory, out of a filter's sight).
 FALLBACK = ("clone3",)
@@ -88,8 +98,8 @@ _NR, _ARCH, _ARG0 = 0, 4, 16
 
 def seccomp_filter(machine: str) -> bytes:
     """The classic-BPF program (``struct sock_filter`` array) for ``machine`` (``x86_64`` or ``aarch64``): the calls
-    above allowed, ``clone`` without ``CLONE_REFUSED_FLAGS``, the calls of ``ARGUMENTS`` with those arguments,
-    ``FALLBACK`` refused with ENOSYS, every other call, and any other architecture's calling convention (a 32-bit or
+    above allowed, ``clone`` without ``CLONE_REFUSED_FLAGS``, the calls of ``ARGUMENTS`` with those arguments and
+    of ``FLAGS_REQUIRED`` with those bits, ``FALLBACK`` refused with ENOSYS, every other call, and any other architecture's calling convention (a 32-bit or
     x32 call would pass a filter by number), refused with EPERM."""
     numbers = NUMBERS[machine]
     allow, eperm, enosys = (_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_ERRNO | _EPERM), \
@@ -112,6 +122,12 @@ def seccomp_filter(machine: str) -> bytes:
             block.append((_LD_W_ABS, 0, 0, _ARG0 + 8 * index))
             block += [(_JEQ_K, len(values) - at, 0, value) for at, value in enumerate(values)]
             block.append(eperm)
+        block.append(allow)
+        program += [(_JEQ_K, 0, len(block), numbers[name]), *block]
+    for name, rules in FLAGS_REQUIRED.items():
+        block = []
+        for index, bits in rules.items():  # each argument in turn: the bits set, or refused
+            block += [(_LD_W_ABS, 0, 0, _ARG0 + 8 * index), (_JSET_K, 1, 0, bits), eperm]
         block.append(allow)
         program += [(_JEQ_K, 0, len(block), numbers[name]), *block]
     program.append(eperm)

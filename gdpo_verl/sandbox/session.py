@@ -4,14 +4,15 @@ session's interpreter (``Interpreter``; its side is ``programs/interpreter.py``)
 Protocol, over a SOCK_SEQPACKET socket: the interpreter says "R" once the program is compiled ("E" and python's
 error when it does not compile, "F" and why when the interpreter could not start). For each test case the host sends
 "A" and the arguments, NUL-terminated, with the case's stdin, stdout and stderr; the interpreter says "S" once the
-case's first process exists, and at its end "D <exit code> <the case's CPU seconds> <its own CPU seconds>" ("F"
-and why when the case's namespaces could not be made). "end" asks it to kill the case; closing the socket ends it.
+case's process exists, and at its end "D" and what the kernel wrote of the case (``_results``; "F" and why when the
+case could not be set up). "end" asks it to kill the case; closing the socket ends it.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import struct
 import time
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,8 @@ from gdpo_verl.sandbox.watch import Output, outcome, pump
 
 if TYPE_CHECKING:
     from gdpo_verl.sandbox.sandbox import Sandbox
+
+_RUSAGE = 144  # sizeof(struct rusage) on 64-bit Linux
 
 
 class Session:
@@ -193,12 +196,12 @@ class Interpreter:
             self.usable = False
             return unavailable("the sandbox could not make a test case's namespaces: "
                                + answer[0][1:].decode("utf-8", "replace"), seconds)
-        if answer and answer[0]:
-            _, code, used, own = answer[0].split()  # b"D", its exit code, the run's CPU, the interpreter's own
-            if float(own) > limits.cpu_s / 2:
+        if answer and answer[0][:1] == b"D":
+            code, used, own = _results(answer[0])
+            if own > limits.cpu_s / 2:
                 self.usable = False
-            cpu = cgroup.cpu_seconds() - before if cgroup is not None else float(used)
-            return outcome(limits, int(code), out.data, err.data, stopped, cpu, seconds)
+            cpu = cgroup.cpu_seconds() - before if cgroup is not None else used
+            return outcome(limits, code, out.data, err.data, stopped, cpu, seconds)
         # it ended with its run (the OOM killer may take it), or did not answer in time: the run's end is its end
         self.usable = False
         code = self.bwrap.exit_code() if answer and self.bwrap.reap(TEARDOWN_S) else None
@@ -214,3 +217,19 @@ class Interpreter:
             teardown.end(self.bwrap, self.uid, stopped_by_host=self.bwrap.child is None, sandboxed=True)
         finally:
             self.control.close()
+
+
+def _results(answer: bytes) -> tuple[int, float, float]:
+    """A "D" answer (``programs/interpreter.py``): the case's wait status at 8, the interpreter's ``RUSAGE_CHILDREN``
+    before and after the case and its own ``RUSAGE_SELF``, each a ``struct rusage`` of 144 bytes from 16 on (user and
+    system time first, each two longs); the exit code (128 + the signal when killed), the case's CPU seconds and the
+    interpreter's own."""
+    if len(answer) != 16 + 3 * _RUSAGE:
+        raise RuntimeError(f"the sandbox's interpreter answered {len(answer)} bytes, not {16 + 3 * _RUSAGE}")
+
+    def seconds(at: int) -> float:
+        user_s, user_us, system_s, system_us = struct.unpack_from("qqqq", answer, at)
+        return user_s + system_s + (user_us + system_us) / 1e6
+
+    exit = os.waitstatus_to_exitcode(struct.unpack_from("i", answer, 8)[0])
+    return (128 - exit if exit < 0 else exit), seconds(16 + _RUSAGE) - seconds(16), seconds(16 + 2 * _RUSAGE)

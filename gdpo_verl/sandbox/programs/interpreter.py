@@ -15,7 +15,8 @@ interpreter kills every other process of the namespace (kill -1 from its first p
 are the case's) and collects them. Nothing of a case outlives it: its processes, its files (inode numbers included)
 and its tmpfs go with it, and the next case's pids are the same numbers. There is no /proc (the interpreter keeps
 what it needs of it open). The answer ("D") gives the exit code (128 + the signal), the CPU time of the case's
-processes and the interpreter's own CPU time; "F" and why when the case could not be set up. It It
+processes and the interpreter's own CPU time, as the kernel wrote them (the host reads them); "F" and why when the
+case could not be set up. It It
 ends when the host closes the socket.
 """
 import _socket, ctypes, gc, os, resource, select, signal, sys
@@ -26,6 +27,31 @@ PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 3
 PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 22, 2
 _libc = ctypes.CDLL(None, use_errno=True)
 _mount, _umount2, _prctl, _capset = _libc.mount, _libc.umount2, _libc.prctl, _libc.capset
+# What comes back of a case (its exit status, CPU times) is written by the kernel into one buffer, sent to the host as
+# it is, and cleared: no value a case chooses becomes an object of this process, whose memory the next case is forked
+# from (freed objects keep their values). So these calls return nothing to python, and errno says how they went.
+_wait4, _kill, _getrusage, _send = _libc.wait4, _libc.kill, _libc.getrusage, _libc.send
+for _call, _arguments in ((_wait4, (ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)),
+                          (_kill, (ctypes.c_int, ctypes.c_int)), (_getrusage, (ctypes.c_int, ctypes.c_void_p)),
+                          (_send, (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int))):
+    _call.restype, _call.argtypes = None, _arguments
+RUSAGE_SELF, RUSAGE_CHILDREN, ECHILD, _RUSAGE = 0, -1, 10, 144  # sizeof(struct rusage) on 64-bit Linux
+# "D", the case's wait status at 8, then RUSAGE_CHILDREN before it at 16 and after it at 16 + _RUSAGE, and the
+# interpreter's own RUSAGE_SELF at 16 + 2 * _RUSAGE
+ANSWER = 16 + 3 * _RUSAGE
+
+
+DEVICES = (b"null", b"zero", b"full", b"random", b"urandom")
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 0x1, 0x20, 0x1000, 0x400, 0x800, 0x200000
+# statvfs's flags and the mount flags they stand for: a remount keeps the flags the bind was made with
+_KEPT = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC, os.ST_NOATIME: MS_NOATIME,
+         os.ST_NODIRATIME: MS_NODIRATIME, os.ST_RELATIME: MS_RELATIME}
+
+
+def _read_only(path):
+    kept = os.statvfs(path).f_flag
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | sum(flag for bit, flag in _KEPT.items() if kept & bit)
+    _check(_mount(None, path, None, flags, None), f"{path.decode()} read-only")
 
 
 def _check(result, what):
@@ -112,6 +138,8 @@ def _serve():
         with open("/proc/sys/user/max_user_namespaces", "w") as limit:
             limit.write("0")  # no user namespace below this one: nothing a run starts can make one
         last_pid = os.open("/proc/sys/kernel/ns_last_pid", os.O_WRONLY | os.O_CLOEXEC)
+        for node in DEVICES:  # the host's nodes, bound: read-only, so that no run sets their times
+            _read_only(b"/dev/" + node)
         _check(_umount2(b"/proc", MNT_DETACH), "/proc taken away")  # nothing a case can read of the host's counters
         source, rules, file_bytes = _read(int(sys.argv[2])), _read(int(sys.argv[3])), int(sys.argv[4])
         confinement = _Confinement(rules, file_bytes)
@@ -129,6 +157,8 @@ def _serve():
     main = types.ModuleType("__main__")  # each run's __main__, as python makes it for a file
     main.__dict__.update(__file__="/work/main.py", __cached__=None, __builtins__=builtins,
                          __loader__=importlib.machinery.SourceFileLoader("__main__", "/work/main.py"))
+    answer = ctypes.create_string_buffer(b"D", ANSWER)  # the one place a case's results are written (_wait4 above)
+    at = ctypes.addressof(answer)
     gc.freeze()  # the runs share these pages: the collector does not write to them
     channel.send(b"R")
     while True:
@@ -139,7 +169,6 @@ def _serve():
             continue
         if not message.startswith(b"A") or len(fds) != 3:
             raise RuntimeError(f"a run came as {message[:20]!r} with {len(fds)} descriptors, not 3")
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         report, reported = os.pipe()
         try:
             confinement.fresh_work(source)
@@ -163,6 +192,7 @@ def _serve():
             os.close(report)
             channel.send(b"F" + failed)
             continue
+        _getrusage(RUSAGE_CHILDREN, at + 16)  # after the fork: the child's memory never holds it
         channel.send(b"S")  # the run is the child's from here
         ended = os.pidfd_open(pid)
         poller = select.poll()
@@ -174,31 +204,26 @@ def _serve():
                 if fd == ended:
                     waiting = False
                 elif channel.recv(16):  # "end"
+                    _kill(-1, signal.SIGKILL)
                     waiting = False
                 else:
                     os._exit(0)
         os.close(ended)
-        status = None
-        while True:  # every process of the namespace but this one (all are the case's), until none is left
-            try:
-                os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            try:
-                found, waited = os.waitpid(-1, 0)
-            except ChildProcessError:
+        _wait4(pid, at + 8, 0, None)
+        while True:  # every other process of the namespace (all are the case's), until none is left
+            _kill(-1, signal.SIGKILL)
+            ctypes.set_errno(0)
+            _wait4(-1, None, 0, None)
+            if ctypes.get_errno() == ECHILD:
                 break
-            if found == pid:
-                status = waited
+        _getrusage(RUSAGE_CHILDREN, at + 16 + _RUSAGE)
+        _getrusage(RUSAGE_SELF, at + 16 + 2 * _RUSAGE)
         failed = _read(report)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        own = resource.getrusage(resource.RUSAGE_SELF)
         if failed:
             channel.send(b"F" + failed)
-            continue
-        exit = os.waitstatus_to_exitcode(status)
-        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        channel.send(f"D {128 - exit if exit < 0 else exit} {cpu!r} {own.ru_utime + own.ru_stime!r}".encode())
+        else:
+            _send(channel.fileno(), at, ANSWER, 0)
+        ctypes.memset(at + 8, 0, ANSWER - 8)
 
 
 _code, _main, _argv, _fds = _serve()

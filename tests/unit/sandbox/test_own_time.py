@@ -55,3 +55,23 @@ def test_a_program_that_waits_for_a_cpu_on_a_busy_host_is_not_stopped():
             hog.wait()
     assert outcome.status == OK and outcome.stdout == "done\n", outcome
     assert seconds > 1.2, f"the run did not wait for its CPU ({seconds:.2f} s): the test proves nothing"
+
+
+VFORK_AND_SLEEP = """
+import ctypes, os, platform, time
+number = 56 if platform.machine() == "x86_64" else 220
+if ctypes.CDLL(None).syscall(number, 0x4000 | 17, 0, 0, 0, 0) == 0:  # clone(CLONE_VFORK | SIGCHLD)
+    time.sleep(3.5)
+    os._exit(0)
+print("done")
+"""
+
+
+def test_a_program_that_waits_in_a_vfork_is_out_of_time_at_cpu_s():
+    # Before: a vfork's parent waits in state D, which counted as busy: 3.5 s asleep with cpu_s 1 came back ok
+    sandbox = Sandbox("local", LIMITS)
+    try:
+        outcome = sandbox.run(VFORK_AND_SLEEP, "")
+    finally:
+        sandbox.close()
+    assert outcome.status == TIMEOUT and "of its own time" in outcome.why, outcome

@@ -553,6 +553,15 @@ REFUSED = {  # what the filter refuses, by class (gdpo_verl/sandbox/policy.py)
     "pid file descriptors": "os.pidfd_open(os.getpid())",
     "memfd": "os.memfd_create('x')",
     "mount": "libc.mount(b'none', b'/work', b'tmpfs', 0, None)",
+    # state the kernel keeps on an inode, which every run holding the same file (the image's, a device node) shares:
+    # a lock toggled in one slot and tested in another passed 10 kbit/s
+    "flock": "fcntl.flock(os.open('/dev/null', os.O_RDONLY), fcntl.LOCK_EX)",
+    "record locks": "fcntl.lockf(os.open('/work/main.py', os.O_RDWR), fcntl.LOCK_EX)",
+    "record lock queries": "fcntl.fcntl(os.open('/work/main.py', os.O_RDWR), fcntl.F_GETLK, bytes(32))",
+    "open file description locks": "fcntl.fcntl(os.open('/work/main.py', os.O_RDWR), 37, bytes(32))",
+    "leases": "fcntl.fcntl(os.open('/work/main.py', os.O_RDONLY), 1024, 0)",
+    "directory notices": "fcntl.fcntl(os.open('/work', os.O_RDONLY), 1026, 1)",
+    "shared futexes": "libc.syscall(202 if x86 else 98, ctypes.byref(ctypes.c_int(0)), 1, 1, None, None, 0)",
 }
 
 
@@ -562,7 +571,7 @@ def test_kernel_objects_and_host_wide_effects_no_limit_of_a_run_bounds_are_refus
     # all 65,536; sync flushed 2 GB of the host's dirty data), or control over the namespace's first process (ptrace)
     checks = "\n".join(f"check({name!r}, lambda: {call})" for name, call in REFUSED.items())
     code = f"""
-import ctypes, os, platform, socket
+import ctypes, fcntl, os, platform, socket
 libc = ctypes.CDLL(None, use_errno=True)
 x86 = platform.machine() == 'x86_64'
 buffer = ctypes.create_string_buffer(4096)
