@@ -154,8 +154,12 @@ def _walk(tree: str):
 
 
 def _copy(source: str, target: str) -> None:
+    """A copy with the source's times (python takes a bytecode file for its source by the source's modification time:
+    new times would have every import compile its module again) and read-only modes."""
     shutil.copyfile(source, target)
-    os.chmod(target, 0o555 if os.stat(source).st_mode & 0o111 else 0o444)
+    found = os.stat(source)
+    os.utime(target, ns=(found.st_atime_ns, found.st_mtime_ns))
+    os.chmod(target, 0o555 if found.st_mode & 0o111 else 0o444)
 
 
 def _libraries(objects: list[str]) -> list[str]:

@@ -75,12 +75,16 @@ class _Confinement:
         self.options = f"size={file_bytes},mode=0755".encode()
         self.mounted = False  # /work is a tmpfs of the interpreter's making (bubblewrap's is a plain directory)
 
-    def fresh_work(self, source):
-        """A new tmpfs on /work holding only main.py, in place of the case before's (gone with its last reference),
-        and the working directory there."""
+    def drop_work(self):
+        """Take the last case's /work away: it goes with its last reference (the case's processes are gone). Done
+        once its answer is sent, while the host reads it, as unmounting waits for the kernel's other CPUs."""
         if self.mounted:
             _check(_umount2(b"/work", MNT_DETACH), "the last case's /work taken away")
-        self.mounted = False
+            self.mounted = False
+
+    def fresh_work(self, source):
+        """A new tmpfs on /work holding only main.py, and the working directory there."""
+        self.drop_work()
         _check(_mount(b"tmpfs", b"/work", b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, self.options), "/work")
         self.mounted = True
         os.chdir("/work")
@@ -92,16 +96,24 @@ class _Confinement:
         finally:
             os.close(fd)
 
-    def confine(self):
-        """No capability (in any set), no new privileges, the filter."""
+    @staticmethod
+    def for_every_case():
+        """What every process this one starts inherits, set once: no new privileges, no capability left to gain
+        (an empty bounding set, no ambient capability). They bind only what a process executes; this one executes
+        nothing, and keeps its own capabilities for the mounts."""
+        _check(_prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no new privileges")
         _check(_prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "ambient capabilities cleared")
         capability = 0
         while _prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) == 0:
             capability += 1
-        _check(_capset(self.header, self.sets), "capabilities dropped")
-        _check(_prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no new privileges")
-        _check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.program), 0, 0), "the seccomp filter")
+        if capability < 40:  # CAP_CHECKPOINT_RESTORE, the last in Linux 5.9: every one the kernel knows is gone
+            raise OSError(f"only {capability} capabilities could be dropped from the bounding set")
 
+    def confine(self):
+        """In the case's process: no capability (effective, permitted, inheritable; the bounding and ambient sets
+        are empty already, and no new privileges), then the filter."""
+        _check(_capset(self.header, self.sets), "capabilities dropped")
+        _check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.program), 0, 0), "the seccomp filter")
 
 def _answer_and_wait(channel, answer):
     channel.send(answer[:8000])
@@ -143,6 +155,7 @@ def _serve():
         _check(_umount2(b"/proc", MNT_DETACH), "/proc taken away")  # nothing a case can read of the host's counters
         source, rules, file_bytes = _read(int(sys.argv[2])), _read(int(sys.argv[3])), int(sys.argv[4])
         confinement = _Confinement(rules, file_bytes)
+        confinement.for_every_case()
         # what programs import most (and what ends a run: atexit, threading), imported once
         import atexit, bisect, builtins, collections, functools, heapq, importlib.machinery, itertools, math
         import operator, random, re, string, threading, types, typing
@@ -224,6 +237,7 @@ def _serve():
         else:
             _send(channel.fileno(), at, ANSWER, 0)
         ctypes.memset(at + 8, 0, ANSWER - 8)
+        confinement.drop_work()
 
 
 _code, _main, _argv, _fds = _serve()
