@@ -14,15 +14,20 @@ INTERPRETER = os.path.join(os.path.dirname(__file__), "programs", "interpreter.p
 # the device nodes a run has (programs/interpreter.py makes each read-only: they are the host's, and their times
 # would pass from run to run)
 DEVICES = ("null", "zero", "full", "random", "urandom")
+# Files, directories and links a test case's /work may hold (the tmpfs's nr_inodes; a hard link takes one too): what
+# the kernel holds for them, and what taking them down costs the interpreter after the case, stay small (332,000
+# links cost 0.56 s to take down).
+WORK_ENTRIES = 4096
 
 
-def bwrap_command(bwrap: str, python: str, image_mounts: list[str], limits: Limits, source: int, program: int,
-                  filter_fd: int, status: int, control: int) -> list[str]:
+def bwrap_command(bwrap: str, python: str, image_mounts: list[str], limits: Limits, hash_seed: int, source: int,
+                  program: int, filter_fd: int, status: int, control: int) -> list[str]:
     """bubblewrap's command for a session's sandbox, whose first process is the interpreter
     (``programs/interpreter.py``, read from descriptor ``source`` into /interpreter.py), with every namespace of its
     own and capabilities in its own user namespace only (it makes each test case's namespaces; the program's
     process drops them all). The interpreter gets the descriptors ``program``, ``filter_fd`` (the test cases'
-    filter) and ``control`` (its socket); ``status`` is bubblewrap's status pipe."""
+    filter) and ``control`` (its socket); ``status`` is bubblewrap's status pipe. ``hash_seed``: python's hash seed,
+    the same for every sandbox of a ``Sandbox`` (a sandbox started anew is not told apart by its hashes)."""
     # /dev: only these nodes (made read-only by the interpreter: bubblewrap's --remount-ro would add nodev), under a
     # read-only tmpfs: no devpts (the pseudo-terminals a host's containers share), no /dev/shm
     devices = [argument for node in DEVICES for argument in ("--dev-bind", f"/dev/{node}", f"/dev/{node}")]
@@ -41,8 +46,10 @@ def bwrap_command(bwrap: str, python: str, image_mounts: list[str], limits: Limi
         "--dir", "/work", "--symlink", "/work", "/tmp", "--chdir", "/",
         "--file", str(source), "/interpreter.py", "--remount-ro", "/dev", "--remount-ro", "/",
         "--json-status-fd", str(status),
-        "--", python, "-I", "-B", "/interpreter.py", str(control), str(program), str(filter_fd),
-        str(limits.file_mb * 2**20),
+        # not -I: it would ignore PYTHONHASHSEED (the environment is bubblewrap's, cleared but for what is set here)
+        "--setenv", "PYTHONHASHSEED", str(hash_seed),
+        "--", python, "-s", "-B", "/interpreter.py", str(control), str(program), str(filter_fd),
+        str(limits.file_mb * 2**20), str(WORK_ENTRIES),
     ]
 
 

@@ -24,7 +24,7 @@ from gdpo_verl.sandbox.syscalls import AUDIT_ARCH, NUMBERS
 ALLOWED = (
     # reading and writing its descriptors and files (/work, the interpreter's files, five device nodes)
     "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "open", "openat", "creat", "close",
-    "close_range", "dup", "dup2", "dup3", "fstat", "stat", "lstat", "newfstatat", "statx",
+    "close_range", "dup", "dup2", "dup3", "fstat", "stat", "lstat", "newfstatat",
     "statfs", "fstatfs", "access", "faccessat", "faccessat2", "getdents", "getdents64", "readlink", "readlinkat",
     "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat",
     "renameat2", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "fchmodat2", "umask",
@@ -84,9 +84,10 @@ ARGUMENTS = {
 # - futex: FUTEX_PRIVATE_FLAG, a futex of the process's own memory; a shared one is keyed on the inode of a shared
 #   file mapping, which another run of the same image reaches (a wake in one slot woke a wait in another).
 FLAGS_REQUIRED = {"futex": {1: 0x80}}
-# Refused with ENOSYS, so that the C library falls back to a call the filter can read (clone3 passes its flags in
-# memory, out of a filter's sight).
-FALLBACK = ("clone3",)
+# Refused with ENOSYS, so that the C library falls back to another call: clone3 passes its flags in memory, out of a
+# filter's sight (the fallback, clone, shows them); statx tells a mount's unique id, a counter of every mount the host
+# made, which gives away how many test cases ran before (the fallback, newfstatat, does not).
+FALLBACK = ("clone3", "statx")
 
 _EPERM, _ENOSYS = 1, 38
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
@@ -99,8 +100,8 @@ _NR, _ARCH, _ARG0 = 0, 4, 16
 def seccomp_filter(machine: str) -> bytes:
     """The classic-BPF program (``struct sock_filter`` array) for ``machine`` (``x86_64`` or ``aarch64``): the calls
     above allowed, ``clone`` without ``CLONE_REFUSED_FLAGS``, the calls of ``ARGUMENTS`` with those arguments and
-    of ``FLAGS_REQUIRED`` with those bits, ``FALLBACK`` refused with ENOSYS, every other call, and any other architecture's calling convention (a 32-bit or
-    x32 call would pass a filter by number), refused with EPERM."""
+    of ``FLAGS_REQUIRED`` with those bits, ``FALLBACK`` refused with ENOSYS, every other call, and any other
+    architecture's calling convention (a 32-bit or x32 call would pass a filter by number), refused with EPERM."""
     numbers = NUMBERS[machine]
     allow, eperm, enosys = (_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_ERRNO | _EPERM), \
         (_RET_K, 0, 0, _RET_ERRNO | _ENOSYS)

@@ -74,6 +74,7 @@ class Sandbox:
         self.prlimit = shutil.which("prlimit")
         self.machine = platform.machine()
         self.uid_base = FIRST_SANDBOX_UID + random.SystemRandom().randrange(_UID_BLOCKS) * SLOTS_PER_BLOCK
+        self.hash_seed = random.SystemRandom().randrange(2**32)  # python's, in every sandbox of this one
         self._tasks = TaskCount(os.getuid())
         self._lock = threading.Lock()
         self._cgroups: Cgroups | None = None  # strict isolation: a cgroup per slot
@@ -165,7 +166,8 @@ class Sandbox:
                     self._cgroups_error = (
                         f"no cgroup for the runs ({error}): without one, kernel memory a run holds (page tables, huge "
                         "pages, the slab of its files) is outside every limit and the CPU time of processes the "
-                        f"kernel reaps itself goes uncounted. Run the reward workers with a cgroup they may write, {fix}")
+                        "kernel reaps itself goes uncounted. Run the reward workers with a cgroup they may write, "
+                        f"{fix}")
         return self._cgroups_error
 
     def close(self) -> None:
@@ -201,7 +203,8 @@ class Sandbox:
                     try:
                         self._guardian = Guardian(self.uid_base, self.slots)
                     except OSError as error:
-                        return Session(self, code, None, unavailable(f"could not start the sandbox's guardian: {error}"))
+                        failed = unavailable(f"could not start the sandbox's guardian: {error}")
+                        return Session(self, code, None, failed)
         if not wait:
             try:
                 return Session(self, code, self._free.get(block=False))
@@ -256,7 +259,8 @@ class Sandbox:
             fds.append(theirs.detach())
             # the spawner passes them on as descriptors 3 and up; Popen at their own numbers
             numbers = range(3, 3 + len(fds)) if cgroup is not None else fds
-            command = launch.bwrap_command(self.bwrap, self.python, self._image.mounts(), self.limits, *numbers)
+            command = launch.bwrap_command(self.bwrap, self.python, self._image.mounts(), self.limits, self.hash_seed,
+                                           *numbers)
             if cgroup is not None:  # started by the slot's spawner, inside the slot's cgroup
                 process = self._spawn(cgroup, uid, command, fds)
             else:

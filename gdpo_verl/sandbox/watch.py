@@ -92,8 +92,9 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
                 for key, _ in selector.select(timeout=min(left, POLL_S if watched else 0.5)):
                     if key.fd == feeding:
                         try:
-                            sent += os.write(key.fd, data[sent:sent + _BLOCK])
-                            stalled = False
+                            written = os.write(key.fd, data[sent:sent + _BLOCK])
+                            sent += written
+                            stalled = written < min(_BLOCK, len(data) - (sent - written))  # a full pipe
                         except BlockingIOError:  # its pipe is full: the program is not reading
                             stalled = True
                             continue

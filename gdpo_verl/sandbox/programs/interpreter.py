@@ -1,23 +1,23 @@
 """A session's interpreter (local mode): the first process of its sandbox, run by path (``/interpreter.py``) as
-``python -I -B /interpreter.py CONTROL PROGRAM FILTER FILE_BYTES``.
+``python -s -B /interpreter.py CONTROL PROGRAM FILTER FILE_BYTES WORK_ENTRIES``.
 
 It imports the standard modules programs use most, reads the program (descriptor PROGRAM) and compiles it once, and
 answers "R" (or "E" and the error, as python reports it, when the program does not compile; "F" and why when the
 interpreter itself could not start). It caps user namespaces below its own at 0 (no run can make one).
 
 Each test case (the host sends "A" and its arguments, with its stdin, stdout and stderr) gets a new tmpfs of
-FILE_BYTES on /work holding only main.py (the case before's is unmounted, and goes with it) and is a process forked
-from the interpreter, numbered from 2 again (the interpreter sets its pid namespace's last pid to 1 first: every
-process of the case before has been collected). It says "S"; the process drops every capability, sets
-no-new-privileges and installs the filter (descriptor FILTER, ``policy.py``) before it runs anything of the program,
-then runs the compiled program as __main__, ending as python would. When it ends (or the host sends "end"), the
-interpreter kills every other process of the namespace (kill -1 from its first process reaches all of them, and all
-are the case's) and collects them. Nothing of a case outlives it: its processes, its files (inode numbers included)
-and its tmpfs go with it, and the next case's pids are the same numbers. There is no /proc (the interpreter keeps
-what it needs of it open). The answer ("D") gives the exit code (128 + the signal), the CPU time of the case's
-processes and the interpreter's own CPU time, as the kernel wrote them (the host reads them); "F" and why when the
-case could not be set up. It It
-ends when the host closes the socket.
+FILE_BYTES and WORK_ENTRIES entries on /work holding only main.py, and is a process forked from the interpreter,
+numbered from 2 again (the interpreter sets its pid namespace's last pid to 1 first: every process of the case
+before has been collected). It says "S"; the process drops every capability (no new privileges, and empty bounding
+and ambient sets, were set once for every process) and installs the filter (descriptor FILTER, ``policy.py``) before
+it runs anything of the program, then runs the compiled program as __main__, ending as python would. When it ends
+(or the host sends "end"), the interpreter kills every other process of the namespace (kill -1 from its first
+process reaches all of them, and all are the case's), collects them, and unmounts the case's /work. Nothing of a case
+outlives its answer: its processes, its files (inode numbers included) and its tmpfs are gone, and the next case's
+pids and device numbers are the same. There is no /proc (the interpreter keeps what it needs of it open). The
+answer ("D") gives the exit code (128 + the signal), the CPU time of the case's processes and the interpreter's own
+CPU time, as the kernel wrote them (the host reads them); "F" and why when the case could not be set up or taken
+down. It ends when the host closes the socket.
 """
 import _socket, ctypes, gc, os, resource, select, signal, sys
 
@@ -67,18 +67,20 @@ class _Filter(ctypes.Structure):  # struct sock_fprog
 class _Confinement:
     """What the case's process needs to confine itself, made once in the interpreter (a fork then only calls)."""
 
-    def __init__(self, rules, file_bytes):
+    def __init__(self, rules, file_bytes, entries):
         self.rules = ctypes.create_string_buffer(rules, len(rules))
         self.program = _Filter(len(rules) // 8, ctypes.cast(self.rules, ctypes.c_void_p))
         self.header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
         self.sets = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: none
-        self.options = f"size={file_bytes},mode=0755".encode()
+        self.options = f"size={file_bytes},nr_inodes={entries},mode=0755".encode()
         self.mounted = False  # /work is a tmpfs of the interpreter's making (bubblewrap's is a plain directory)
 
     def drop_work(self):
-        """Take the last case's /work away: it goes with its last reference (the case's processes are gone). Done
-        once its answer is sent, while the host reads it, as unmounting waits for the kernel's other CPUs."""
+        """Take the last case's /work away, and wait until it is gone (the working directory moved off it first, so
+        that the mount is its last reference: its memory is freed before the next case's tmpfs is made, which then
+        gets the same device number)."""
         if self.mounted:
+            os.chdir("/")
             _check(_umount2(b"/work", MNT_DETACH), "the last case's /work taken away")
             self.mounted = False
 
@@ -153,8 +155,8 @@ def _serve():
         for node in DEVICES:  # the host's nodes, bound: read-only, so that no run sets their times
             _read_only(b"/dev/" + node)
         _check(_umount2(b"/proc", MNT_DETACH), "/proc taken away")  # nothing a case can read of the host's counters
-        source, rules, file_bytes = _read(int(sys.argv[2])), _read(int(sys.argv[3])), int(sys.argv[4])
-        confinement = _Confinement(rules, file_bytes)
+        source, rules = _read(int(sys.argv[2])), _read(int(sys.argv[3]))
+        confinement = _Confinement(rules, int(sys.argv[4]), int(sys.argv[5]))
         confinement.for_every_case()
         # what programs import most (and what ends a run: atexit, threading), imported once
         import atexit, bisect, builtins, collections, functools, heapq, importlib.machinery, itertools, math
@@ -198,10 +200,10 @@ def _serve():
                 os.write(reported, repr(error).encode("utf-8", "replace")[:4000])
                 os._exit(1)
             return code, main, [os.fsdecode(argument) for argument in message[1:].split(b"\0")[:-1]], fds
-        os.close(reported)
         for fd in fds:
             os.close(fd)
         if pid is None:
+            os.close(reported)
             os.close(report)
             channel.send(b"F" + failed)
             continue
@@ -229,15 +231,19 @@ def _serve():
             _wait4(-1, None, 0, None)
             if ctypes.get_errno() == ECHILD:
                 break
+        try:
+            confinement.drop_work()  # the case's files go before its answer: their cost is the case's
+        except OSError as error:
+            os.write(reported, repr(error).encode("utf-8", "replace"))
         _getrusage(RUSAGE_CHILDREN, at + 16 + _RUSAGE)
         _getrusage(RUSAGE_SELF, at + 16 + 2 * _RUSAGE)
+        os.close(reported)
         failed = _read(report)
         if failed:
             channel.send(b"F" + failed)
         else:
             _send(channel.fileno(), at, ANSWER, 0)
         ctypes.memset(at + 8, 0, ANSWER - 8)
-        confinement.drop_work()
 
 
 _code, _main, _argv, _fds = _serve()

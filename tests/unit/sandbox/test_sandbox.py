@@ -1107,7 +1107,8 @@ def test_runs_of_a_session_share_nothing_one_run_leaves(sandbox):
         assert session.run("leave").stdout == "left\n"
         looked = session.run("look")
         assert looked.status == OK, looked
-        assert looked.stdout.split("\n")[:3] == ["False 1 False True", "['main.py'] False False", "True False"], looked.stdout
+        expected = ["False 1 False True", "['main.py'] False False", "True False"]
+        assert looked.stdout.split("\n")[:3] == expected, looked.stdout
         assert session.started == 1  # one interpreter for both runs
     assert program_processes(sandbox) == []
 
