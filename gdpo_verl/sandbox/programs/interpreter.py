@@ -12,12 +12,12 @@ before has been collected). It says "S"; the process drops every capability (no 
 and ambient sets, were set once for every process) and installs the filter (descriptor FILTER, ``policy.py``) before
 it runs anything of the program, then runs the compiled program as __main__, ending as python would. When it ends
 (or the host sends "end"), the interpreter kills every other process of the namespace (kill -1 from its first
-process reaches all of them, and all are the case's), collects them, and unmounts the case's /work. Nothing of a case
-outlives its answer: its processes, its files (inode numbers included) and its tmpfs are gone, and the next case's
-pids and device numbers are the same. There is no /proc (the interpreter keeps what it needs of it open). The
+process reaches all of them, and all are the case's), collects them, answers, and unmounts the case's /work. Nothing of
+a case reaches the next: its processes, its files (inode numbers included) and its tmpfs are gone, and the next
+case's pids and device numbers are the same. There is no /proc (the interpreter keeps what it needs of it open). The
 answer ("D") gives the exit code (128 + the signal), the CPU time of the case's processes and the interpreter's own
-CPU time, as the kernel wrote them (the host reads them); "F" and why when the case could not be set up or taken
-down. It ends when the host closes the socket.
+CPU time, as the kernel wrote them (the host reads them); "F" and why when the case could not be set up. It ends
+when the host closes the socket.
 """
 import _socket, ctypes, gc, os, resource, select, signal, sys
 
@@ -231,10 +231,6 @@ def _serve():
             _wait4(-1, None, 0, None)
             if ctypes.get_errno() == ECHILD:
                 break
-        try:
-            confinement.drop_work()  # the case's files go before its answer: their cost is the case's
-        except OSError as error:
-            os.write(reported, repr(error).encode("utf-8", "replace"))
         _getrusage(RUSAGE_CHILDREN, at + 16 + _RUSAGE)
         _getrusage(RUSAGE_SELF, at + 16 + 2 * _RUSAGE)
         os.close(reported)
@@ -244,6 +240,10 @@ def _serve():
         else:
             _send(channel.fileno(), at, ANSWER, 0)
         ctypes.memset(at + 8, 0, ANSWER - 8)
+        # the case's files go while the host reads the answer (unmounting waits for the kernel's other CPUs); at most
+        # WORK_ENTRIES of them, so what is left of it when the next case starts is milliseconds. Failing, this
+        # process ends with the error, and the host starts a new sandbox for the next case.
+        confinement.drop_work()
 
 
 _code, _main, _argv, _fds = _serve()
