@@ -132,8 +132,7 @@ class SlotCgroup:
                 self._write(paths[0], "memory.max", memory_bytes)
                 self._write(paths[0], "memory.swap.max", 0, optional=True)
                 self._write(paths[0], "memory.oom.group", 1, optional=True)
-                # and bubblewrap's, the interpreter, the test case's first process and the spawner
-                self._write(paths[0], "pids.max", processes + 4)
+                self._write(paths[0], "pids.max", processes + 3)  # and bubblewrap's, the interpreter and the spawner
             else:
                 self._write(paths[0], "memory.limit_in_bytes", memory_bytes)
                 self._write(paths[0], "memory.memsw.limit_in_bytes", memory_bytes, optional=True)

@@ -56,9 +56,9 @@ def bwrap_command(bwrap: str, python: str, image_mounts: list[str], limits: Limi
 def rlimits(limits: Limits, local: bool, shared_user: bool, user_tasks: int, slots: int) -> dict[str, tuple[int, int]]:
     """The limits of a run's processes (soft, hard), by ``RLIMIT_`` name. ``RLIMIT_NPROC`` counts every task of a
     user id: a run under a user id of its own (this process is root) may have ``processes`` (and, in local mode,
-    bubblewrap's process, the interpreter and the test case's first process); runs under this process's user id
-    share ``slots`` times that on top of the ``user_tasks`` the user runs now."""
-    processes = limits.processes + 3 * local
+    bubblewrap's process and the interpreter); runs under this process's user id share ``slots`` times that on top
+    of the ``user_tasks`` the user runs now."""
+    processes = limits.processes + 2 * local
     if shared_user:
         processes = user_tasks + slots * processes
     memory, size = limits.memory_mb * 2**20, limits.file_mb * 2**20
