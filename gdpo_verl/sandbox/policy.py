@@ -1,9 +1,10 @@
 """What a run may ask of the kernel: a seccomp filter that allows the system calls named here and refuses every
 other one (default deny).
 
-The filter is installed by each test case's program process itself, after its namespaces are set up and its
-capabilities dropped (``programs/interpreter.py``), so it binds the program and everything it starts, and nothing of
-the sandbox's own machinery. Calls are named, never numbered: ``syscalls.py`` turns names into each
+The filter is installed once by the session's interpreter (``programs/interpreter.py``) when it has opened all it
+needs, so every test case, forked from it, runs under it from its first instruction, and so does everything a
+program starts. The interpreter's own few needs are ``INTERPRETER``: calls a run, which has no capability and no
+socket, gets nothing from. Calls are named, never numbered: ``syscalls.py`` turns names into each
 architecture's numbers, and a name an architecture lacks (``open`` on aarch64) is left out there.
 
 Why an allow list: a program that solves a problem reads its input, computes, allocates, writes its output, and
@@ -49,6 +50,12 @@ ALLOWED = (
     # clocks and randomness
     "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time", "getrandom",
 )
+
+# What the interpreter still needs once it has installed the filter, beside ``ALLOWED``, and why a run gets nothing
+# from them: mount and umount2 (each test case's /work) need CAP_SYS_ADMIN, and capset can only take capabilities
+# away, from a run that has none; recvmsg and sendto (its control socket) need a socket, and a run has none and can
+# make none.
+INTERPRETER = ("mount", "umount2", "capset", "recvmsg", "sendto")
 
 # clone is allowed without these flags: a namespace of its own (the user namespace is also capped at 0 by the
 # sandbox's interpreter), and a pid file descriptor (its inode number counts every process the host started).
@@ -109,7 +116,7 @@ def seccomp_filter(machine: str) -> bytes:
                                                 (_LD_W_ABS, 0, 0, _NR)]
     if machine == "x86_64":
         program += [(_JGE_K, 0, 1, 0x40000000), eperm]  # the x32 ABI
-    for name in ALLOWED:
+    for name in (*ALLOWED, *INTERPRETER):
         if name in numbers:
             program += [(_JEQ_K, 0, 1, numbers[name]), allow]
     for name in FALLBACK:

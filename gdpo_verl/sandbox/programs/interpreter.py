@@ -8,9 +8,10 @@ interpreter itself could not start). It caps user namespaces below its own at 0 
 Each test case (the host sends "A" and its arguments, with its stdin, stdout and stderr) gets a new tmpfs of
 FILE_BYTES and WORK_ENTRIES entries on /work holding only main.py, and is a process forked from the interpreter,
 numbered from 2 again (the interpreter sets its pid namespace's last pid to 1 first: every process of the case
-before has been collected). It says "S"; the process drops every capability (no new privileges, and empty bounding
-and ambient sets, were set once for every process) and installs the filter (descriptor FILTER, ``policy.py``) before
-it runs anything of the program, then runs the compiled program as __main__, ending as python would. When it ends
+before has been collected). It says "S"; the process, under the filter the interpreter installed once before it took
+a case (descriptor FILTER, ``policy.py``), drops every capability (no new privileges, and empty bounding and
+ambient sets, were set once for every process) before it runs anything of the program, then runs the compiled
+program as __main__, ending as python would. When it ends
 (or the host sends "end"), the interpreter kills every other process of the namespace (kill -1 from its first
 process reaches all of them, and all are the case's), collects them, answers, and unmounts the case's /work. Nothing of
 a case reaches the next: its processes, its files (inode numbers included) and its tmpfs are gone, and the next
@@ -30,15 +31,19 @@ _mount, _umount2, _prctl, _capset = _libc.mount, _libc.umount2, _libc.prctl, _li
 # What comes back of a case (its exit status, CPU times) is written by the kernel into one buffer, sent to the host as
 # it is, and cleared: no value a case chooses becomes an object of this process, whose memory the next case is forked
 # from (freed objects keep their values). So these calls return nothing to python, and errno says how they went.
-_wait4, _kill, _getrusage, _send = _libc.wait4, _libc.kill, _libc.getrusage, _libc.send
+_wait4, _waitid, _kill, _getrusage, _send = _libc.wait4, _libc.waitid, _libc.kill, _libc.getrusage, _libc.send
 for _call, _arguments in ((_wait4, (ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)),
+                          (_waitid, (ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int)),
                           (_kill, (ctypes.c_int, ctypes.c_int)), (_getrusage, (ctypes.c_int, ctypes.c_void_p)),
                           (_send, (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int))):
     _call.restype, _call.argtypes = None, _arguments
-RUSAGE_SELF, RUSAGE_CHILDREN, ECHILD, _RUSAGE = 0, -1, 10, 144  # sizeof(struct rusage) on 64-bit Linux
+RUSAGE_SELF, RUSAGE_CHILDREN, ECHILD, EINTR, _RUSAGE = 0, -1, 10, 4, 144  # sizeof(struct rusage) on 64-bit Linux
+P_PID, WNOHANG, WEXITED, WNOWAIT = 1, 1, 4, 0x01000000
 # "D", the case's wait status at 8, then RUSAGE_CHILDREN before it at 16 and after it at 16 + _RUSAGE, and the
-# interpreter's own RUSAGE_SELF at 16 + 2 * _RUSAGE
+# interpreter's own RUSAGE_SELF at 16 + 2 * _RUSAGE; then room for a siginfo_t (waitid: whether the case has ended,
+# its si_pid at 16 of it), not sent
 ANSWER = 16 + 3 * _RUSAGE
+_SIGINFO = 128
 
 
 DEVICES = (b"null", b"zero", b"full", b"random", b"urandom")
@@ -111,11 +116,18 @@ class _Confinement:
         if capability < 40:  # CAP_CHECKPOINT_RESTORE, the last in Linux 5.9: every one the kernel knows is gone
             raise OSError(f"only {capability} capabilities could be dropped from the bounding set")
 
-    def confine(self):
-        """In the case's process: no capability (effective, permitted, inheritable; the bounding and ambient sets
-        are empty already, and no new privileges), then the filter."""
-        _check(_capset(self.header, self.sets), "capabilities dropped")
+    def filter(self):
+        """The filter, on this process and so on every case forked from it: installed once (attaching it costs a
+        fork's time), when the interpreter has opened everything it needs."""
         _check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.program), 0, 0), "the seccomp filter")
+
+    def confine(self):
+        """In the case's process, before anything of the program: no capability (effective, permitted, inheritable;
+        the bounding and ambient sets are empty already, no new privileges, and the filter is on), and SIGCHLD as
+        python has it (the interpreter's is its wake-up)."""
+        _check(_capset(self.header, self.sets), "capabilities dropped")
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 def _answer_and_wait(channel, answer):
     channel.send(answer[:8000])
@@ -131,6 +143,36 @@ def _receive(channel):
             fds += [int.from_bytes(data[at:at + 4], sys.byteorder, signed=True)
                     for at in range(0, len(data) - len(data) % 4, 4)]
     return message, fds
+
+
+def _ended(pid, siginfo):
+    """Whether the case's process has ended (left for _reap to collect): waitid's si_pid, the case's pid or 0, read
+    from the buffer; nothing else of the siginfo (its status) is read here."""
+    ctypes.memset(siginfo, 0, _SIGINFO)
+    _waitid(P_PID, pid, siginfo, WEXITED | WNOHANG | WNOWAIT)
+    return ctypes.c_int.from_address(siginfo + 16).value == pid
+
+
+def _reap(pid, status):
+    """Collect the case's process, its wait status written into the buffer at ``status``."""
+    while True:
+        ctypes.set_errno(0)
+        _wait4(pid, status, 0, None)
+        if ctypes.get_errno() != EINTR:
+            return
+
+
+def _drain(fd):
+    """What is there to read on a non-blocking pipe."""
+    chunks = []
+    while True:
+        try:
+            block = os.read(fd, 65536)
+        except BlockingIOError:
+            return b"".join(chunks)
+        if not block:
+            return b"".join(chunks)
+        chunks.append(block)
 
 
 def _read(fd):
@@ -158,6 +200,14 @@ def _serve():
         source, rules = _read(int(sys.argv[2])), _read(int(sys.argv[3]))
         confinement = _Confinement(rules, int(sys.argv[4]), int(sys.argv[5]))
         confinement.for_every_case()
+        # a case's end wakes it through a pipe (the filter refuses pidfds and new pipes); a case that cannot confine
+        # itself says why through another
+        woken, wake = os.pipe()
+        report, reported = os.pipe()
+        for end in (woken, wake, report):
+            os.set_blocking(end, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake)
         # what programs import most (and what ends a run: atexit, threading), imported once
         import atexit, bisect, builtins, collections, functools, heapq, importlib.machinery, itertools, math
         import operator, random, re, string, threading, types, typing
@@ -172,9 +222,13 @@ def _serve():
     main = types.ModuleType("__main__")  # each run's __main__, as python makes it for a file
     main.__dict__.update(__file__="/work/main.py", __cached__=None, __builtins__=builtins,
                          __loader__=importlib.machinery.SourceFileLoader("__main__", "/work/main.py"))
-    answer = ctypes.create_string_buffer(b"D", ANSWER)  # the one place a case's results are written (_wait4 above)
+    answer = ctypes.create_string_buffer(b"D", ANSWER + _SIGINFO)  # the one place a case's results are written
     at = ctypes.addressof(answer)
     gc.freeze()  # the runs share these pages: the collector does not write to them
+    try:
+        confinement.filter()
+    except OSError as error:
+        _answer_and_wait(channel, b"F" + repr(error).encode("utf-8", "replace"))
     channel.send(b"R")
     while True:
         message, fds = _receive(channel)
@@ -184,7 +238,6 @@ def _serve():
             continue
         if not message.startswith(b"A") or len(fds) != 3:
             raise RuntimeError(f"a run came as {message[:20]!r} with {len(fds)} descriptors, not 3")
-        report, reported = os.pipe()
         try:
             confinement.fresh_work(source)
             os.pwrite(last_pid, b"1", 0)  # the case's pids from 2 on, as the case before had them
@@ -193,7 +246,6 @@ def _serve():
             pid, failed = None, repr(error).encode("utf-8", "replace")
         if pid == 0:
             os.close(channel.detach())
-            os.close(report)
             try:
                 confinement.confine()
             except BaseException as error:
@@ -203,28 +255,22 @@ def _serve():
         for fd in fds:
             os.close(fd)
         if pid is None:
-            os.close(reported)
-            os.close(report)
             channel.send(b"F" + failed)
             continue
         _getrusage(RUSAGE_CHILDREN, at + 16)  # after the fork: the child's memory never holds it
         channel.send(b"S")  # the run is the child's from here
-        ended = os.pidfd_open(pid)
         poller = select.poll()
-        poller.register(ended, select.POLLIN)
+        poller.register(woken, select.POLLIN)
         poller.register(channel.fileno(), select.POLLIN)
-        waiting = True
-        while waiting:
+        while not _ended(pid, at + ANSWER):
             for fd, _ in poller.poll():
-                if fd == ended:
-                    waiting = False
+                if fd == woken:
+                    _drain(woken)
                 elif channel.recv(16):  # "end"
                     _kill(-1, signal.SIGKILL)
-                    waiting = False
                 else:
                     os._exit(0)
-        os.close(ended)
-        _wait4(pid, at + 8, 0, None)
+        _reap(pid, at + 8)
         while True:  # every other process of the namespace (all are the case's), until none is left
             _kill(-1, signal.SIGKILL)
             ctypes.set_errno(0)
@@ -233,13 +279,12 @@ def _serve():
                 break
         _getrusage(RUSAGE_CHILDREN, at + 16 + _RUSAGE)
         _getrusage(RUSAGE_SELF, at + 16 + 2 * _RUSAGE)
-        os.close(reported)
-        failed = _read(report)
+        failed = _drain(report)
         if failed:
             channel.send(b"F" + failed)
         else:
             _send(channel.fileno(), at, ANSWER, 0)
-        ctypes.memset(at + 8, 0, ANSWER - 8)
+        ctypes.memset(at + 8, 0, ANSWER + _SIGINFO - 8)
         # the case's files go while the host reads the answer (unmounting waits for the kernel's other CPUs); at most
         # WORK_ENTRIES of them, so what is left of it when the next case starts is milliseconds. Failing, this
         # process ends with the error, and the host starts a new sandbox for the next case.
