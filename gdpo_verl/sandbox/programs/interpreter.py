@@ -31,19 +31,23 @@ _mount, _umount2, _prctl, _capset = _libc.mount, _libc.umount2, _libc.prctl, _li
 # What comes back of a case (its exit status, CPU times) is written by the kernel into one buffer, sent to the host as
 # it is, and cleared: no value a case chooses becomes an object of this process, whose memory the next case is forked
 # from (freed objects keep their values). So these calls return nothing to python, and errno says how they went.
-_wait4, _waitid, _kill, _getrusage, _send = _libc.wait4, _libc.waitid, _libc.kill, _libc.getrusage, _libc.send
+_wait4, _waitid, _kill, _getrusage, _send, _read_into = (_libc.wait4, _libc.waitid, _libc.kill, _libc.getrusage,
+                                                         _libc.send, _libc.read)
 for _call, _arguments in ((_wait4, (ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)),
                           (_waitid, (ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int)),
                           (_kill, (ctypes.c_int, ctypes.c_int)), (_getrusage, (ctypes.c_int, ctypes.c_void_p)),
-                          (_send, (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int))):
+                          (_send, (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)),
+                          (_read_into, (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t))):
     _call.restype, _call.argtypes = None, _arguments
-RUSAGE_SELF, RUSAGE_CHILDREN, ECHILD, EINTR, _RUSAGE = 0, -1, 10, 4, 144  # sizeof(struct rusage) on 64-bit Linux
+RUSAGE_SELF, RUSAGE_CHILDREN, ECHILD, EINTR, EINVAL = 0, -1, 10, 4, 22
+_RUSAGE = 144  # sizeof(struct rusage) on 64-bit Linux
 P_PID, WNOHANG, WEXITED, WNOWAIT = 1, 1, 4, 0x01000000
 # "D", the case's wait status at 8, then RUSAGE_CHILDREN before it at 16 and after it at 16 + _RUSAGE, and the
-# interpreter's own RUSAGE_SELF at 16 + 2 * _RUSAGE; then room for a siginfo_t (waitid: whether the case has ended,
-# its si_pid at 16 of it), not sent
+# interpreter's own RUSAGE_SELF at 16 + 2 * _RUSAGE; then room, not sent, for a siginfo_t (waitid: whether the case has
+# ended, its si_pid at 16 of it) and for what is read of the signalfd (SIGCHLD's siginfo: a case may choose it)
 ANSWER = 16 + 3 * _RUSAGE
 _SIGINFO = 128
+_SCRATCH = 2 * _SIGINFO
 
 
 DEVICES = (b"null", b"zero", b"full", b"random", b"urandom")
@@ -70,7 +74,8 @@ class _Filter(ctypes.Structure):  # struct sock_fprog
 
 
 class _Confinement:
-    """What the case's process needs to confine itself, made once in the interpreter (a fork then only calls)."""
+    """What the interpreter makes of each case's world: its /work, what every process inherits, the filter, and what
+    the case's process drops (made once here: a fork then only calls)."""
 
     def __init__(self, rules, file_bytes, entries):
         self.rules = ctypes.create_string_buffer(rules, len(rules))
@@ -113,8 +118,8 @@ class _Confinement:
         capability = 0
         while _prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) == 0:
             capability += 1
-        if capability < 40:  # CAP_CHECKPOINT_RESTORE, the last in Linux 5.9: every one the kernel knows is gone
-            raise OSError(f"only {capability} capabilities could be dropped from the bounding set")
+        if ctypes.get_errno() != EINVAL:  # EINVAL: past the last capability this kernel knows, all of them gone
+            _check(-1, f"capability {capability} dropped from the bounding set")
 
     def filter(self):
         """The filter, on this process and so on every case forked from it: installed once (attaching it costs a
@@ -123,11 +128,11 @@ class _Confinement:
 
     def confine(self):
         """In the case's process, before anything of the program: no capability (effective, permitted, inheritable;
-        the bounding and ambient sets are empty already, no new privileges, and the filter is on), and SIGCHLD as
-        python has it (the interpreter's is its wake-up)."""
+        the bounding and ambient sets are empty already, no new privileges, and the filter is on), and SIGCHLD
+        unblocked, as python has it (the interpreter's is blocked, read through a signalfd)."""
         _check(_capset(self.header, self.sets), "capabilities dropped")
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+
 
 def _answer_and_wait(channel, answer):
     channel.send(answer[:8000])
@@ -162,8 +167,19 @@ def _reap(pid, status):
             return
 
 
+def _empty(fd, scratch):
+    """Read what is waiting on the non-blocking signalfd into ``scratch``, where it is cleared: nothing of it becomes
+    a python object."""
+    while True:
+        ctypes.set_errno(0)
+        _read_into(fd, scratch, _SIGINFO)
+        if ctypes.get_errno() not in (0, EINTR):  # EAGAIN: nothing more
+            ctypes.memset(scratch, 0, _SIGINFO)
+            return
+
+
 def _drain(fd):
-    """What is there to read on a non-blocking pipe."""
+    """What is there to read on a non-blocking pipe (the case's own failure to confine itself)."""
     chunks = []
     while True:
         try:
@@ -200,14 +216,17 @@ def _serve():
         source, rules = _read(int(sys.argv[2])), _read(int(sys.argv[3]))
         confinement = _Confinement(rules, int(sys.argv[4]), int(sys.argv[5]))
         confinement.for_every_case()
-        # a case's end wakes it through a pipe (the filter refuses pidfds and new pipes); a case that cannot confine
-        # itself says why through another
-        woken, wake = os.pipe()
+        # a case's end wakes it through a signalfd of SIGCHLD, blocked and with no handler: what a case sends it (a
+        # child's status, or a siginfo the case makes up with rt_sigqueueinfo) is read into the cleared buffer only,
+        # and runs no python (the filter refuses pidfds and new pipes later); a case that cannot confine itself says
+        # why through a pipe
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        mask = (ctypes.c_ulong * 16)(1 << (signal.SIGCHLD - 1))  # sigset_t
+        woken = _libc.signalfd(-1, mask, os.O_NONBLOCK | os.O_CLOEXEC)
+        if woken < 0:
+            _check(-1, "a signalfd for SIGCHLD")
         report, reported = os.pipe()
-        for end in (woken, wake, report):
-            os.set_blocking(end, False)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.set_wakeup_fd(wake)
+        os.set_blocking(report, False)
         # what programs import most (and what ends a run: atexit, threading), imported once
         import atexit, bisect, builtins, collections, functools, heapq, importlib.machinery, itertools, math
         import operator, random, re, string, threading, types, typing
@@ -222,7 +241,7 @@ def _serve():
     main = types.ModuleType("__main__")  # each run's __main__, as python makes it for a file
     main.__dict__.update(__file__="/work/main.py", __cached__=None, __builtins__=builtins,
                          __loader__=importlib.machinery.SourceFileLoader("__main__", "/work/main.py"))
-    answer = ctypes.create_string_buffer(b"D", ANSWER + _SIGINFO)  # the one place a case's results are written
+    answer = ctypes.create_string_buffer(b"D", ANSWER + _SCRATCH)  # the one place a case's results are written
     at = ctypes.addressof(answer)
     gc.freeze()  # the runs share these pages: the collector does not write to them
     try:
@@ -265,7 +284,7 @@ def _serve():
         while not _ended(pid, at + ANSWER):
             for fd, _ in poller.poll():
                 if fd == woken:
-                    _drain(woken)
+                    _empty(woken, at + ANSWER + _SIGINFO)
                 elif channel.recv(16):  # "end"
                     _kill(-1, signal.SIGKILL)
                 else:
@@ -284,7 +303,7 @@ def _serve():
             channel.send(b"F" + failed)
         else:
             _send(channel.fileno(), at, ANSWER, 0)
-        ctypes.memset(at + 8, 0, ANSWER + _SIGINFO - 8)
+        ctypes.memset(at + 8, 0, ANSWER + _SCRATCH - 8)
         # the case's files go while the host reads the answer (unmounting waits for the kernel's other CPUs); at most
         # WORK_ENTRIES of them, so what is left of it when the next case starts is milliseconds. Failing, this
         # process ends with the error, and the host starts a new sandbox for the next case.

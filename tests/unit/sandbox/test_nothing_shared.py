@@ -1,6 +1,8 @@
-"""Nothing a run does reaches another run: each test case's namespaces are made for it (pids, files and their inode
-numbers, IPC), the files it sees are a tmpfs image whose pages no run can drop or load, and it reads nothing from a
-disk. Real bubblewrap, real kernel; measured on the host where the claim is about the host."""
+"""Nothing a run does reaches another run: each test case gets a /work of its own (its files, their inode numbers, its
+device) and the same pids, nothing the interpreter learns of it is in the next one's memory, the files it sees are a
+tmpfs image whose pages no run can drop or load, every mount but /work is read-only, and it reads nothing from a
+disk. Real bubblewrap, real kernel; measured on the host where the claim is about the host. The module's sandbox
+is conftest's."""
 
 from __future__ import annotations
 
@@ -10,21 +12,10 @@ import sys
 
 import pytest
 
-from gdpo_verl.sandbox import OK, Limits, Sandbox
+from gdpo_verl.sandbox import OK
 from gdpo_verl.sandbox.image import BASE
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap runs on Linux only")
-
-LIMITS = Limits(wall_s=10, cpu_s=5, memory_mb=256, processes=8, file_mb=8, output_kb=256)
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    sandbox = Sandbox("local", LIMITS, slots=1)
-    sandbox.check()
-    yield sandbox
-    sandbox.close()
-
 
 # "write": leave as much kernel state as a run can; "look": report what a run can read of it
 WRITE_AND_LOOK = r"""
@@ -274,3 +265,44 @@ def test_nothing_the_interpreter_learns_of_a_test_case_is_in_the_next_one_s_memo
     assert looked.status == OK, looked
     answers, most = looked.stdout.split()
     assert int(answers) == 0 and float(most) < 0.2, looked.stdout
+
+
+# case "spam": signal the interpreter (pid 1) as fast as it can, with a signal it must read (SIGCHLD); case "scan":
+# search its own heap (a fork of the interpreter's) for long runs of that signal's number
+SIGNALLED = r"""
+import ctypes, re, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+if sys.stdin.read() == "spam":
+    stop = time.monotonic() + 0.6
+    def spam():
+        while time.monotonic() < stop:
+            for _ in range(200):
+                libc.kill(1, 17)
+    threads = [threading.Thread(target=spam) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    sys.exit(3)
+libc.sbrk.restype = ctypes.c_void_p
+libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+top = libc.sbrk(0)
+start = (top - 1) // 4096 * 4096
+while libc.msync(start - 4096, 4096, 1) == 0 and top - start < (64 << 20):
+    start -= 4096
+print(max((len(found.group()) for found in re.finditer(rb"\x11{16,}", ctypes.string_at(start, top - start))),
+          default=0))
+"""
+
+
+def test_signals_a_case_sends_the_interpreter_leave_nothing_in_the_next_one_s_memory(sandbox):
+    # Before (a review of this design): the interpreter's SIGCHLD handler wrote a byte per signal into a wake-up pipe
+    # it drained into python bytes; freed, they kept a run of 0x11 as long as the case chose (1,405 bytes) in the
+    # memory every later case of the session was forked from
+    with sandbox.session(SIGNALLED) as session:
+        before = session.run("scan")
+        spammed = session.run("spam")
+        after = session.run("scan")
+        assert session.started == 1
+    assert spammed.exit_code == 3, spammed
+    assert before.stdout == after.stdout == "0\n", (before, after)

@@ -75,3 +75,31 @@ def test_a_program_that_waits_in_a_vfork_is_out_of_time_at_cpu_s():
     finally:
         sandbox.close()
     assert outcome.status == TIMEOUT and "of its own time" in outcome.why, outcome
+
+
+def test_a_program_that_sleeps_on_a_large_stdin_it_does_not_read_is_out_of_time_at_cpu_s():
+    # Before (a review of this design): with more stdin than a pipe holds, the host counted the full pipe as input it
+    # still owed, and a program asleep on 200 KB of it held its slot for wall_s
+    sandbox = Sandbox("local", LIMITS)
+    try:
+        outcome = sandbox.run("import time\ntime.sleep(30)", "x" * 200_000)
+        honest = sandbox.run("import sys\nprint(len(sys.stdin.buffer.read()))", "x" * 3_000_000)
+    finally:
+        sandbox.close()
+    assert outcome.status == TIMEOUT and "of its own time" in outcome.why, outcome
+    assert honest.status == OK and honest.stdout == "3000000\n", honest
+
+
+def test_a_run_the_host_stops_leaves_the_session_s_interpreter_running():
+    # Before (a review of this design): the interpreter read the host's "end" with a call its filter refused, so every
+    # run the host stopped ended the interpreter, and the next test case started a new sandbox
+    sandbox = Sandbox("local", LIMITS)
+    try:
+        with sandbox.session("import sys, time\nif sys.stdin.read() == 'sleep':\n    time.sleep(30)\nprint(1)") as session:
+            stopped = session.run("sleep")
+            after = session.run("")
+            started = session.started
+    finally:
+        sandbox.close()
+    assert stopped.status == TIMEOUT and after.status == OK, (stopped, after)
+    assert started == 1
