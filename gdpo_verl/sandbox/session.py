@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from gdpo_verl.sandbox import teardown
 from gdpo_verl.sandbox.cgroups import TEARDOWN_S
-from gdpo_verl.sandbox.host import wants_cpu
+from gdpo_verl.sandbox.host import read_all, wants_cpu
 from gdpo_verl.sandbox.launch import Run
 from gdpo_verl.sandbox.limits import Limits
 from gdpo_verl.sandbox.outcome import ERROR, Outcome, unavailable, why
@@ -192,9 +192,9 @@ class Interpreter:
             self.usable = False
             return None
         seconds = time.monotonic() - started
-        if answer and answer[0][:1] == b"F":  # the case's namespaces could not be made: the program never ran
+        if answer and answer[0][:1] == b"F":  # the case could not be set up: the program never ran
             self.usable = False
-            return unavailable("the sandbox could not make a test case's namespaces: "
+            return unavailable("the sandbox could not set up a test case: "
                                + answer[0][1:].decode("utf-8", "replace"), seconds)
         if answer and answer[0][:1] == b"D":
             code, used, own = _results(answer[0])
@@ -206,8 +206,9 @@ class Interpreter:
         self.usable = False
         code = self.bwrap.exit_code() if answer and self.bwrap.reap(TEARDOWN_S) else None
         if stopped is None and code is None:
-            return unavailable("the sandbox's interpreter ended without an exit status", seconds,
-                               err.data.decode("utf-8", "replace"))
+            said = read_all(self.bwrap.process.stderr.fileno()).decode("utf-8", "replace").strip()
+            return unavailable("the sandbox's interpreter ended without an exit status"
+                               + (f": {said[-300:]}" if said else ""), seconds, err.data.decode("utf-8", "replace"))
         cpu = cgroup.cpu_seconds() - before if cgroup is not None else 0.0
         return outcome(limits, code, out.data, err.data, stopped, cpu, seconds)
 
