@@ -4,7 +4,7 @@ clock, its CPU time, its own time, its output), and the outcome it comes to.
 A run's own time is the wall clock less the time it waited for a CPU: sampled every ``POLL_S`` seconds, an interval
 counts as its own when none of its threads was running or waiting for a CPU (``host.wants_cpu``), the host did not
 owe the program input it had room for (its stdin pipe is full, or written whole), and the host was not behind
-reading its output. It is bounded by
+reading its output (neither output pipe full). It is bounded by
 ``cpu_s``, as its CPU time is: a program that sleeps holds its slot no longer than one that computes, and a program
 slowed by a busy host (waiting for a CPU) is not.
 """
@@ -30,7 +30,7 @@ CPU_SLACK_S = 0.02
 POLL_S = 0.1
 CPU_SPENT = "cpu"   # pump: the run was stopped at its CPU limit
 IDLE_SPENT = "own"  # pump: the run was stopped at its own-time limit
-_BLOCK = 65536      # a pipe's capacity: a read this size means the program may have waited on the host
+_BLOCK = 65536      # what is read or written at once
 
 
 class Output:
@@ -76,7 +76,7 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
                 selector.register(feeding, selectors.EVENT_WRITE)
             else:
                 writer.close()
-        looked, idle, host_behind = time.monotonic(), 0.0, False
+        looked, idle = time.monotonic(), 0.0
         try:
             while not until():
                 now = time.monotonic()
@@ -86,13 +86,14 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
                 if watched and now - looked >= POLL_S:
                     if cpu is not None and cpu() >= limits.cpu_s - CPU_SLACK_S:
                         return CPU_SPENT  # ended at its CPU limit, in all its processes together
-                    # the host still owes input the program has room to take, or was behind on its output
-                    waiting_on_host = (feeding >= 0 and not _full(feeding)) or host_behind
+                    # the host still owes input the program has room to take, or is behind on output the program
+                    # would write (a full pipe it reads)
+                    waiting_on_host = (feeding >= 0 and not _full(feeding)) or any(_full(fd) for fd in reads)
                     if busy is not None and not waiting_on_host and not busy():
                         idle += now - looked
                         if idle >= limits.cpu_s:
                             return IDLE_SPENT
-                    looked, host_behind = now, False
+                    looked = now
                 for key, _ in selector.select(timeout=min(left, POLL_S if watched else 0.5)):
                     if key.fd == feeding:
                         try:
@@ -112,7 +113,6 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
                         block = b""
                     if not block:
                         selector.unregister(key.fd)
-                    host_behind = host_behind or len(block) == _BLOCK
                     stop = reads[key.fd](block)
                     if stop is not None:
                         return stop
@@ -123,10 +123,15 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
 
 
 def _full(fd: int) -> bool:
-    """Whether the pipe the host writes the program's input into is full: the program is not taking it (its own
-    choice), as against a pipe with room the host has not filled yet (the host's doing)."""
-    queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
-    return queued >= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+    """Whether the pipe ``fd`` is an end of is full (False for a socket, or an end already closed). The program's
+    stdin full: the program is not taking it, its own choice, as against room the host has not filled yet (the host's
+    doing). Its stdout or stderr full: the host is behind reading, and the program waits on it."""
+    try:
+        capacity = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+        queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+    except OSError:  # not a pipe (the control socket), or closed
+        return False
+    return queued >= capacity
 
 
 def outcome(limits: Limits, code: int | None, stdout: bytes, stderr: bytes, stopped: str | None, cpu: float,
