@@ -199,7 +199,8 @@ def _check_base() -> None:
 
 
 def _sweep() -> None:
-    """Remove the images of processes of this pid namespace that died."""
+    """Remove the images of processes of this pid namespace that died (an image that cannot be removed raises: left
+    there, images would fill ``BASE`` unseen)."""
     for entry in os.listdir(BASE):
         if owner_gone(entry, PREFIX):
-            shutil.rmtree(os.path.join(BASE, entry), ignore_errors=True)
+            shutil.rmtree(os.path.join(BASE, entry))
