@@ -27,7 +27,9 @@ parent dies) and at verl's metrics file (one line per finished step):
 
 In every case nothing the command started is left running: the supervisor terminates (then kills) every
 descendant, Ray's included. When it stops the run it prints one line naming what died or stalled, and where the
-log is, and exits 1. Ctrl-C or SIGTERM stop the run the same way.
+log is, and exits 1. Ctrl-C or SIGTERM stop the run the same way. One failure is no stop: Ray's fixed 30 s wait
+for its node to register (``RAY_NODE_TIMEOUT``), which a busy machine can pass before anything of the run started;
+the run is then started again, once, and the supervisor says so.
 """
 from __future__ import annotations
 
@@ -70,6 +72,11 @@ STAT = "/proc/{pid}/task/{tid}/stat"
 # with, which starts with its "(name pid=...)" prefix): "AssertionError: ...", "ray.exceptions.RayTaskError(...)".
 ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)(?:\(\w+\))?(?::.*)?$")
 ERROR_CHARS = 300
+# Ray waits a fixed 30 s (a constant in ray/_private/node.py, no setting) for a new node's raylet to register with
+# its GCS, then raises with this line: on a machine busy enough that the raylet starts slowly, a run fails before
+# anything of it has started. Such a run is started again, up to RAY_START_TRIES times in all, each try said.
+RAY_NODE_TIMEOUT = "The current node timed out during startup"
+RAY_START_TRIES = 2
 PARTS = {  # what a process title stands for, in the stop message
     "VLLM::EngineCore": "the vLLM engine core",
     "VLLM::Worker": "a vLLM worker",
@@ -179,10 +186,10 @@ def progress_line(label: str, step: int, steps: int, data: dict) -> str:
 
 
 class Supervisor:
-    def __init__(self, args: argparse.Namespace):
+    def __init__(self, args: argparse.Namespace, append: bool = False):
         self.args = args
         self.parts: dict[int, Part] = {}
-        self.log = args.log.open("w")
+        self.log = args.log.open("a" if append else "w")
         self.lock = threading.Lock()
         self.cpu_seen: dict[tuple[int, float], float] = {}  # CPU seconds of each process (pid, start) at the last look
         self.work: list[tuple[float, float]] = []  # (time, CPU seconds the run used since the previous look)
@@ -191,6 +198,7 @@ class Supervisor:
         self.waits_reported = waits_are_reported()
         self.is_working = False
         self.last_error: str | None = None  # the command's last exception line (ERROR_LINE)
+        self.ray_start_timed_out = False  # the command printed RAY_NODE_TIMEOUT
 
     def say(self, line: str) -> None:
         with self.lock:
@@ -206,6 +214,8 @@ class Supervisor:
             text = line.decode(errors="replace")
             if ERROR_LINE.match(text.rstrip()):
                 self.last_error = text.rstrip()[:ERROR_CHARS]
+            if RAY_NODE_TIMEOUT in text:
+                self.ray_start_timed_out = True
             with self.lock:
                 self.log.write(text)
                 self.log.flush()
@@ -457,7 +467,18 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"supervise: prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(ctypes.get_errno())}")
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     args.log.parent.mkdir(parents=True, exist_ok=True)
-    return Supervisor(args).run()
+    attempt = 1
+    while True:
+        logged_before = max(logged_steps(args.metrics), default=0)
+        supervisor = Supervisor(args, append=attempt > 1)
+        code = supervisor.run()
+        started = max(logged_steps(args.metrics), default=0) > logged_before
+        if code in (0, 130) or started or not supervisor.ray_start_timed_out or attempt == RAY_START_TRIES:
+            return code
+        attempt += 1
+        supervisor.say(f"supervise: Ray's node did not register with its GCS within Ray's fixed 30 s (a busy "
+                       f"machine), before anything of the run started; starting the run again (try {attempt} of "
+                       f"{RAY_START_TRIES})")
 
 
 if __name__ == "__main__":

@@ -429,3 +429,32 @@ def test_a_step_logged_under_the_next_weight_version_counts_for_the_step_it_trai
     logged = supervise.logged_steps(tmp_path / "metrics.jsonl")
     assert logged == {0: {"timing": 1.0}, 1: {"timing": 2.0, "training/global_step": 1, "gdpo/correct/mean": 0.25}}
     assert "correct 0.250" in supervise.progress_line("run", 1, 2, logged[1])
+
+
+# What Ray prints when its raylet does not register within its fixed 30 s (ray/_private/node.py)
+RAY_START_FAILED = (f"echo 'Exception: {supervise.RAY_NODE_TIMEOUT}. This could happen because some of the raylet "
+                    "failed to startup or the GCS has become overloaded.'; exit 1")
+
+
+def test_a_run_whose_ray_node_did_not_register_in_time_is_started_again_once_and_says_so(tmp_path):
+    # the first try fails as Ray does on a busy machine; the second runs
+    process = start(tmp_path, f"if [ -e tried ]; then {log_step(1)}; else touch tried; {RAY_START_FAILED}; fi",
+                    "--steps", "1")
+    code, stderr, _ = finish(process)
+    assert code == 0, stderr
+    assert "starting the run again (try 2 of 2)" in stderr
+    log = (tmp_path / "run.log").read_text()
+    assert supervise.RAY_NODE_TIMEOUT in log and "try 2 of 2" in log  # both tries' output kept
+
+
+def test_ray_s_start_failing_again_or_after_a_step_or_another_failure_is_not_tried_again(tmp_path):
+    for name, script in {"twice": RAY_START_FAILED, "after a step": f"{log_step(1)}; {RAY_START_FAILED}",
+                         "another failure": "echo 'ValueError: bad'; exit 1"}.items():
+        directory = tmp_path / name.replace(" ", "_")
+        directory.mkdir()
+        (directory / "count").write_text("")
+        code, stderr, _ = finish(start(directory, f"echo x >> count; {script}", "--steps", "2"))
+        assert code == 1, name
+        tries = len((directory / "count").read_text().split())
+        assert tries == (2 if name == "twice" else 1), (name, stderr)
+        assert "CPU training run stopped" in stderr.splitlines()[-1], name
