@@ -165,6 +165,14 @@ def against(other: str, args: argparse.Namespace) -> int:
         bare_rate, reward_rate = (statistics.median(rates[name][way]) for way in ("bare", "coding reward"))
         per_round = " ".join(f"{r / b:.2f}" for r, b in zip(rates[name]["coding reward"], rates[name]["bare"]))
         print(f"{name:<15} {bare_rate:12.1f} {reward_rate:14.1f} {reward_rate / bare_rate:12.2f}x  {per_round}")
+    # bare is the same interpreter in both trees' rounds: pooled, its noise no longer separates the two ratios
+    pooled = statistics.median(rates["this checkout"]["bare"] + rates["other"]["bare"])
+    print("reward / bare, bare pooled over both trees' rounds: "
+          + ", ".join(f"{name} {statistics.median(rates[name]['coding reward']) / pooled:.2f}x" for name in trees))
+    paired = [mine / theirs for mine, theirs in zip(rates["this checkout"]["coding reward"],
+                                                      rates["other"]["coding reward"])]
+    print(f"this checkout's coding reward / other's, per round (measured one after the other): median "
+          f"{statistics.median(paired):.2f}x ({' '.join(f'{ratio:.2f}' for ratio in paired)})")
     return 0
 
 

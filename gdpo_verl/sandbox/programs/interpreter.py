@@ -20,24 +20,74 @@ answer ("D") gives the exit code (128 + the signal), the CPU time of the case's 
 CPU time, as the kernel wrote them (the host reads them); "F" and why when the case could not be set up. It ends
 when the host closes the socket.
 """
-import _socket, ctypes, gc, os, resource, select, signal, sys
+import _ctypes, _socket, gc, os, resource, select, signal, sys
+
+
+class _ffi:
+    """What this program uses of ctypes, made from ctypes' C module as the ctypes package makes it: importing the
+    package would cost about 2 ms of every session's start."""
+
+    class c_int(_ctypes._SimpleCData):
+        _type_ = "i"
+
+    class c_uint32(_ctypes._SimpleCData):
+        _type_ = "I"
+
+    class c_ushort(_ctypes._SimpleCData):
+        _type_ = "H"
+
+    class c_ulong(_ctypes._SimpleCData):
+        _type_ = "L"
+
+    class c_void_p(_ctypes._SimpleCData):
+        _type_ = "P"
+
+    class c_char(_ctypes._SimpleCData):
+        _type_ = "c"
+
+    c_size_t = c_ulong
+    Structure, addressof, byref = _ctypes.Structure, _ctypes.addressof, _ctypes.byref
+    get_errno, set_errno = _ctypes.get_errno, _ctypes.set_errno
+    # a C function of int result whose errno is kept, as ctypes.CDLL(use_errno=True) makes them
+    Function = type("Function", (_ctypes.CFuncPtr,),
+                    {"_flags_": _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO, "_restype_": c_int})
+
+    class Library:
+        """The process's own symbols, as ctypes.CDLL(None): each function made on first use."""
+
+        def __init__(self):
+            self._handle = _ctypes.dlopen(None, os.RTLD_NOW | os.RTLD_LOCAL)
+
+        def __getattr__(self, name):
+            function = _ffi.Function(_ctypes.dlsym(self._handle, name))
+            setattr(self, name, function)
+            return function
+
+    @staticmethod
+    def buffer(data, size):
+        """As ctypes.create_string_buffer(data, size): ``size`` bytes, ``data`` first, zeros after."""
+        made = (_ffi.c_char * size)()
+        made.raw = data + bytes(size - len(data))
+        return made
 
 signal.signal(signal.SIGINT, signal.SIG_DFL)  # its namespace's first process: a signal with no handler never comes
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MNT_DETACH = 0x2, 0x4, 0x8, 0x2
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 22, 2
-_libc = ctypes.CDLL(None, use_errno=True)
+_libc = _ffi.Library()
 _mount, _umount2, _prctl, _capset = _libc.mount, _libc.umount2, _libc.prctl, _libc.capset
+_ffi.memset = _libc.memset
+_ffi.memset.argtypes = (_ffi.c_void_p, _ffi.c_int, _ffi.c_size_t)
 # What comes back of a case (its exit status, CPU times) is written by the kernel into one buffer, sent to the host as
 # it is, and cleared: no value a case chooses becomes an object of this process, whose memory the next case is forked
 # from (freed objects keep their values). So these calls return nothing to python, and errno says how they went.
 _wait4, _waitid, _kill, _getrusage, _send, _read_into = (_libc.wait4, _libc.waitid, _libc.kill, _libc.getrusage,
                                                          _libc.send, _libc.read)
-for _call, _arguments in ((_wait4, (ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)),
-                          (_waitid, (ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int)),
-                          (_kill, (ctypes.c_int, ctypes.c_int)), (_getrusage, (ctypes.c_int, ctypes.c_void_p)),
-                          (_send, (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)),
-                          (_read_into, (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t))):
+for _call, _arguments in ((_wait4, (_ffi.c_int, _ffi.c_void_p, _ffi.c_int, _ffi.c_void_p)),
+                          (_waitid, (_ffi.c_int, _ffi.c_int, _ffi.c_void_p, _ffi.c_int)),
+                          (_kill, (_ffi.c_int, _ffi.c_int)), (_getrusage, (_ffi.c_int, _ffi.c_void_p)),
+                          (_send, (_ffi.c_int, _ffi.c_void_p, _ffi.c_size_t, _ffi.c_int)),
+                          (_read_into, (_ffi.c_int, _ffi.c_void_p, _ffi.c_size_t))):
     _call.restype, _call.argtypes = None, _arguments
 RUSAGE_SELF, RUSAGE_CHILDREN, ECHILD, EINTR, EINVAL = 0, -1, 10, 4, 22
 _RUSAGE = 144  # sizeof(struct rusage) on 64-bit Linux
@@ -65,12 +115,12 @@ def _read_only(path):
 
 def _check(result, what):
     if result != 0:
-        number = ctypes.get_errno()
+        number = _ffi.get_errno()
         raise OSError(number, f"{what}: {os.strerror(number)}")
 
 
-class _Filter(ctypes.Structure):  # struct sock_fprog
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+class _Filter(_ffi.Structure):  # struct sock_fprog
+    _fields_ = [("len", _ffi.c_ushort), ("filter", _ffi.c_void_p)]
 
 
 class _Confinement:
@@ -78,10 +128,10 @@ class _Confinement:
     the case's process drops (made once here: a fork then only calls)."""
 
     def __init__(self, rules, file_bytes, entries):
-        self.rules = ctypes.create_string_buffer(rules, len(rules))
-        self.program = _Filter(len(rules) // 8, ctypes.cast(self.rules, ctypes.c_void_p))
-        self.header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-        self.sets = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: none
+        self.rules = _ffi.buffer(rules, len(rules))
+        self.program = _Filter(len(rules) // 8, _ffi.c_void_p(_ffi.addressof(self.rules)))
+        self.header = (_ffi.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+        self.sets = (_ffi.c_uint32 * 6)()  # effective, permitted, inheritable: none
         self.options = f"size={file_bytes},nr_inodes={entries},mode=0755".encode()
         self.mounted = False  # /work is a tmpfs of the interpreter's making (bubblewrap's is a plain directory)
 
@@ -118,13 +168,13 @@ class _Confinement:
         capability = 0
         while _prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) == 0:
             capability += 1
-        if ctypes.get_errno() != EINVAL:  # EINVAL: past the last capability this kernel knows, all of them gone
+        if _ffi.get_errno() != EINVAL:  # EINVAL: past the last capability this kernel knows, all of them gone
             _check(-1, f"capability {capability} dropped from the bounding set")
 
     def filter(self):
         """The filter, on this process and so on every case forked from it: installed once (attaching it costs a
         fork's time), when the interpreter has opened everything it needs."""
-        _check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.program), 0, 0), "the seccomp filter")
+        _check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, _ffi.byref(self.program), 0, 0), "the seccomp filter")
 
     def confine(self):
         """In the case's process, before anything of the program: no capability (effective, permitted, inheritable;
@@ -153,17 +203,17 @@ def _receive(channel):
 def _ended(pid, siginfo):
     """Whether the case's process has ended (left for _reap to collect): waitid's si_pid, the case's pid or 0, read
     from the buffer; nothing else of the siginfo (its status) is read here."""
-    ctypes.memset(siginfo, 0, _SIGINFO)
+    _ffi.memset(siginfo, 0, _SIGINFO)
     _waitid(P_PID, pid, siginfo, WEXITED | WNOHANG | WNOWAIT)
-    return ctypes.c_int.from_address(siginfo + 16).value == pid
+    return _ffi.c_int.from_address(siginfo + 16).value == pid
 
 
 def _reap(pid, status):
     """Collect the case's process, its wait status written into the buffer at ``status``."""
     while True:
-        ctypes.set_errno(0)
+        _ffi.set_errno(0)
         _wait4(pid, status, 0, None)
-        if ctypes.get_errno() != EINTR:
+        if _ffi.get_errno() != EINTR:
             return
 
 
@@ -171,10 +221,10 @@ def _empty(fd, scratch):
     """Read what is waiting on the non-blocking signalfd into ``scratch``, where it is cleared: nothing of it becomes
     a python object."""
     while True:
-        ctypes.set_errno(0)
+        _ffi.set_errno(0)
         _read_into(fd, scratch, _SIGINFO)
-        if ctypes.get_errno() not in (0, EINTR):  # EAGAIN: nothing more
-            ctypes.memset(scratch, 0, _SIGINFO)
+        if _ffi.get_errno() not in (0, EINTR):  # EAGAIN: nothing more
+            _ffi.memset(scratch, 0, _SIGINFO)
             return
 
 
@@ -221,7 +271,7 @@ def _serve():
         # and runs no python (the filter refuses pidfds and new pipes later); a case that cannot confine itself says
         # why through a pipe
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-        mask = (ctypes.c_ulong * 16)(1 << (signal.SIGCHLD - 1))  # sigset_t
+        mask = (_ffi.c_ulong * 16)(1 << (signal.SIGCHLD - 1))  # sigset_t
         woken = _libc.signalfd(-1, mask, os.O_NONBLOCK | os.O_CLOEXEC)
         if woken < 0:
             _check(-1, "a signalfd for SIGCHLD")
@@ -241,8 +291,8 @@ def _serve():
     main = types.ModuleType("__main__")  # each run's __main__, as python makes it for a file
     main.__dict__.update(__file__="/work/main.py", __cached__=None, __builtins__=builtins,
                          __loader__=importlib.machinery.SourceFileLoader("__main__", "/work/main.py"))
-    answer = ctypes.create_string_buffer(b"D", ANSWER + _SCRATCH)  # the one place a case's results are written
-    at = ctypes.addressof(answer)
+    answer = _ffi.buffer(b"D", ANSWER + _SCRATCH)  # the one place a case's results are written
+    at = _ffi.addressof(answer)
     gc.freeze()  # the runs share these pages: the collector does not write to them
     try:
         confinement.filter()
@@ -292,9 +342,9 @@ def _serve():
         _reap(pid, at + 8)
         while True:  # every other process of the namespace (all are the case's), until none is left
             _kill(-1, signal.SIGKILL)
-            ctypes.set_errno(0)
+            _ffi.set_errno(0)
             _wait4(-1, None, 0, None)
-            if ctypes.get_errno() == ECHILD:
+            if _ffi.get_errno() == ECHILD:
                 break
         _getrusage(RUSAGE_CHILDREN, at + 16 + _RUSAGE)
         _getrusage(RUSAGE_SELF, at + 16 + 2 * _RUSAGE)
@@ -303,7 +353,7 @@ def _serve():
             channel.send(b"F" + failed)
         else:
             _send(channel.fileno(), at, ANSWER, 0)
-        ctypes.memset(at + 8, 0, ANSWER + _SCRATCH - 8)
+        _ffi.memset(at + 8, 0, ANSWER + _SCRATCH - 8)
         # the case's files go while the host reads the answer (unmounting waits for the kernel's other CPUs); at most
         # WORK_ENTRIES of them, so what is left of it when the next case starts is milliseconds. Failing, this
         # process ends with the error, and the host starts a new sandbox for the next case.
