@@ -51,7 +51,7 @@ from gdpo_verl.core.checks import boolean, finite_number, whole_number
 from gdpo_verl.rewards import answers
 from gdpo_verl.rewards.answer_guard import plain_number, refusal
 from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, response_length
-from gdpo_verl.rewards.verifier import AnswerChecker, Verdict
+from gdpo_verl.rewards.verifier import AnswerChecker, Deadline, Verdict
 
 logger = logging.getLogger("gdpo_verl")
 
@@ -80,9 +80,9 @@ class MathLengthReward:
 
     def start(self) -> MathLengthReward:
         """Wait for the checker processes to finish starting (up to ``verifier.STARTUP_TIMEOUT_S``; RuntimeError
-        naming the problem when one does not), so that no call's ``timeout_s`` is spent on their start. For a
-        reward made to score at once (``compute_score`` called directly, an evaluation); a reward manager's
-        reward starts in the background while the first batch is generated."""
+        naming the problem when one does not). Calls never count a start against ``timeout_s``; this only moves
+        the wait to the reward's making. A reward manager's reward starts in the background while the first batch
+        is generated."""
         self.checker.start()
         return self
 
@@ -118,8 +118,10 @@ class MathLengthReward:
                 (DeepSeek-R1 distills): a response without ``</think>`` was cut off inside its reasoning and is
                 not correct. ``"none"`` for models that answer directly (Qwen3-4B-Instruct): the whole response
                 is the answer part.
-            timeout_s: the longest one call may take: waiting for a free checker process and every check of the
-                response together (what is not checked by then is counted in ``verify_failed``).
+            timeout_s: the longest one call may take: waiting for a busy checker process and every check of the
+                response together (what is not checked by then is counted in ``verify_failed``). A checker
+                process's start (a fresh reward's, or a replacement's after a timeout) is not counted: a call
+                waits for it on top, each start bounded on its own by ``verifier.STARTUP_TIMEOUT_S``.
             correct_weight, length_weight: the weights of ``score``. The recipes pass the weights of
                 ``algorithm.gdpo_reward_weights`` here too, so that GRPO, dynamic sampling and GDPO all see the
                 same weighted objective (gdpo-verl refuses a config where the two differ).
@@ -133,7 +135,7 @@ class MathLengthReward:
         _check_options(max_length, conditioned, think, timeout_s)
         weights = (finite_number(correct_weight, "reward.custom_reward_function.reward_kwargs.correct_weight"),
                    finite_number(length_weight, "reward.custom_reward_function.reward_kwargs.length_weight"))
-        deadline = time.monotonic() + timeout_s  # covers waiting for the checker processes, their start included
+        deadline = Deadline.after(timeout_s)  # the checks and waits for a busy checker; not a checker's start
         tokens = response_length(extra_info)
         truth = parse_ground_truth(ground_truth)
         verdict, found = Verdict(False), True
@@ -232,9 +234,9 @@ def _answer_text(value: Any, what: str) -> str:
 
 
 def _verdict(truth: MathTruth, text: str, boxes: list[str], think: str, checker: AnswerChecker,
-             deadline: float) -> Verdict:
+             deadline: Deadline) -> Verdict:
     """The answer's verdict: True / False, or None (with why) when a needed check could not be made by
-    ``deadline`` (a ``time.monotonic()`` value shared by every check of the response)."""
+    ``deadline`` (one ``Deadline`` shared by every check of the response)."""
     if truth.parts is None:
         return _any_true(checker, truth.alternatives, boxes, deadline)
     given = answer_parts(text, think)
@@ -246,7 +248,7 @@ def _verdict(truth: MathTruth, text: str, boxes: list[str], think: str, checker:
     return next((verdict for verdict in results if verdict.value is None), Verdict(True))
 
 
-def _any_true(checker: AnswerChecker, golds: tuple[str, ...], boxes: list[str], deadline: float) -> Verdict:
+def _any_true(checker: AnswerChecker, golds: tuple[str, ...], boxes: list[str], deadline: Deadline) -> Verdict:
     """Whether the boxes ``boxes`` state any of ``golds``; no verdict if none did and some check could not be
     made."""
     if sum(map(len, boxes)) > MAX_ANSWER_CHARS:  # first: nothing else reads a text of any length

@@ -3,10 +3,11 @@ worker.
 
 math-verify's own timeouts use SIGALRM, which works only in a process's main thread, and verl calls
 ``compute_score`` from a thread pool. So every check runs in a small, fixed pool of child processes
-(``python -m gdpo_verl.rewards.verifier``, talking JSON lines over pipes). Each call has a deadline that
-covers everything it does: waiting for a free process, the checks, and a process's start after a
-replacement. A check that does not answer in time, or whose process dies, kills that process and returns
-None ("not checked"); a fresh process starts in its place at once, in the background, so the pool never
+(``python -m gdpo_verl.rewards.verifier``, talking JSON lines over pipes). A call is handed only a process that
+has finished starting. Its ``Deadline`` covers waiting for a busy process and the checks; a process's start (the
+pool's first, or a replacement's) is bounded on its own, by ``STARTUP_TIMEOUT_S``, and the time a call waits for
+one moves its deadline later. A check that does not answer in time, or whose process dies, kills that process and
+returns None ("not checked"); a fresh process starts in its place at once, in the background, so the pool never
 holds more processes than its size and the next call does not wait for the old one's death.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import select
 import subprocess
 import sys
@@ -27,8 +27,8 @@ from gdpo_verl.rewards import answers
 
 logger = logging.getLogger("gdpo_verl")
 
-# A fresh process imports sympy and math-verify before its first answer. ``AnswerChecker.start()`` gives the pool's
-# processes this long (a reward made to score at once waits so); a call's own wait is bounded by its deadline.
+# A fresh process imports sympy and math-verify before its first answer: each start gets this long, then the pool
+# reports it (RuntimeError, on this call and every later one). It is not counted in a call's deadline.
 STARTUP_TIMEOUT_S = 120.0
 
 # The child's replies.
@@ -81,6 +81,21 @@ class Verdict:
     value: bool | None
     why: str = ""
     hedged: bool = False
+
+
+class Deadline:
+    """When the checks of one response must be done: ``at``, a ``time.monotonic()`` value, moved later by the time
+    a check waits for a checker process to start (bounded on its own, by ``STARTUP_TIMEOUT_S``)."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(time.monotonic() + seconds)
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
 
 
 class _Worker:
@@ -144,13 +159,15 @@ class _Worker:
 
 
 class AnswerChecker:
-    """``check(gold, answers)`` -> ``Verdict``, made by a pool of ``workers`` child processes.
+    """``check(gold, answers, deadline)`` -> ``Verdict``, made by a pool of ``workers`` child processes.
 
-    The pool always holds exactly ``workers`` processes: one killed after a timeout is replaced at once by a
-    fresh one, started in the background. A call waits for a free process only until its deadline; a pool
-    still busy, starting or restarting then is reported as no verdict, like a check that ran long. ``begin()``
-    starts the pool without waiting (the math reward does it when it is made, so that a training run's first
-    batch finds it ready); the first check begins it otherwise, and waits for it within its own deadline.
+    The pool always holds exactly ``workers`` processes: one killed after a timeout is replaced at once by a fresh
+    one, started in the background (a thread per start reads its "ready", for at most ``STARTUP_TIMEOUT_S``). A call
+    takes a process that has started, never one still starting while another is free: it waits for one to be free
+    until its deadline (a pool still busy then is no verdict, like a check that ran long), and for one to start
+    without counting that wait (the deadline moves later by it, by at most ``STARTUP_TIMEOUT_S`` in all). ``begin()`` starts the pool without waiting (the
+    math reward does it when it is made, so that a training run's first batch finds it ready); the first check
+    begins it otherwise.
     """
 
     def __init__(self, workers: int = 2) -> None:
@@ -158,56 +175,91 @@ class AnswerChecker:
             raise ValueError(f"workers must be >= 1; got {workers}.")
         answers.check_parser()  # here, rather than in each child process as it starts
         self.workers = workers
-        self._idle: queue.Queue[_Worker] = queue.Queue()
-        self._start_lock = threading.Lock()
-        self._begun = False
+        self._changed = threading.Condition()  # a process became free, started, or failed to start
+        self._free: list[_Worker] = []  # started, and no call holds them
+        self._starting: set[_Worker] = set()
+        self._start_error: str | None = None
+        self._begun = self._closed = False
+
+    def _launch(self) -> None:
+        """A new process, its start awaited in the background (with ``_changed`` held)."""
+        worker = _Worker()
+        self._starting.add(worker)
+        threading.Thread(target=self._await_start, args=(worker,), name="gdpo-verl checker start",
+                         daemon=True).start()
+
+    def _await_start(self, worker: _Worker) -> None:
+        error = None
+        try:
+            if not worker.wait_ready(time.monotonic() + STARTUP_TIMEOUT_S):
+                error = (f"a math-verify checker process did not start within {STARTUP_TIMEOUT_S:g} s (its imports "
+                         "of sympy and math-verify ran that long); is this machine overloaded?")
+        except RuntimeError as failed:  # it exited while starting
+            error = str(failed)
+        with self._changed:
+            self._starting.discard(worker)
+            if error is None and not self._closed:
+                self._free.append(worker)
+            else:
+                worker.kill()
+                if not self._closed:
+                    self._start_error = error
+            self._changed.notify_all()
 
     def begin(self) -> None:
-        """Start the pool's processes without waiting for them (once): a call waits for a process within its own
-        deadline."""
-        with self._start_lock:
+        """Start the pool's processes without waiting for them (once)."""
+        with self._changed:
             if not self._begun:
                 for _ in range(self.workers):
-                    self._idle.put(_Worker())
+                    self._launch()
                 self._begun = True
 
     def start(self) -> None:
-        """Start the pool's processes and wait for them (up to ``STARTUP_TIMEOUT_S``); RuntimeError naming the
-        problem when one does not start."""
+        """Start the pool's processes and wait for them (each for at most ``STARTUP_TIMEOUT_S``); RuntimeError naming
+        the problem when one does not start."""
         self.begin()
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        pool = [self._idle.get() for _ in range(self.workers)]
-        try:
-            if not all(worker.wait_ready(deadline) for worker in pool):
-                raise RuntimeError(
-                    f"the math-verify checker processes did not start within {STARTUP_TIMEOUT_S:g} s (their "
-                    "imports of sympy and math-verify ran that long); is this machine overloaded?"
-                )
-        finally:
-            for worker in pool:
-                self._idle.put(worker)
+        with self._changed:
+            while self._starting and self._start_error is None:
+                self._changed.wait(STARTUP_TIMEOUT_S)
+            if self._start_error is not None:
+                raise RuntimeError(self._start_error)
 
-    def check(self, gold: str, answers: list[str], deadline: float) -> Verdict:
-        """Compare the boxes ``answers`` with ``gold``; no verdict when the pool (its start included) or the check
-        runs past ``deadline`` (a ``time.monotonic()`` value); ValueError when the gold cannot be read."""
+    def check(self, gold: str, answers: list[str], deadline: Deadline) -> Verdict:
+        """Compare the boxes ``answers`` with ``gold``; no verdict when no process is free or the check runs past
+        ``deadline`` (waits for a process's start move it later); ValueError when the gold cannot be read;
+        RuntimeError when a checker process cannot start."""
         if isinstance(answers, str) or not all(isinstance(answer, str) for answer in answers):
             raise TypeError(f"answers must be a list of the boxes' texts; got {answers!r:.100}")
         self.begin()
-        try:
-            worker = self._idle.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            return Verdict(None, f"no checker process free before the deadline (all {self.workers} busy)")
+        starts_waited = 0.0  # at most STARTUP_TIMEOUT_S in all, however many starts other calls' timeouts cause
+        with self._changed:
+            while not self._free:
+                if self._start_error is not None:
+                    raise RuntimeError(self._start_error)
+                if self._starting and starts_waited < STARTUP_TIMEOUT_S:  # a start is not the call's time
+                    waited_from = time.monotonic()
+                    self._changed.wait(STARTUP_TIMEOUT_S - starts_waited)
+                    waited = time.monotonic() - waited_from
+                    starts_waited += waited
+                    deadline.at += waited
+                    continue
+                left = deadline.left()
+                if left <= 0:
+                    return Verdict(None, f"no checker process free before the deadline (all {self.workers} busy)")
+                self._changed.wait(left)
+            worker = self._free.pop()
         reply = None
         try:
-            if not worker.wait_ready(deadline):
-                return Verdict(None, "the checker process was still starting at the deadline (it starts with the "
-                                     "reward, and replaces one killed after a timeout)")
-            reply = worker.ask(gold, answers, deadline)
+            reply = worker.ask(gold, answers, deadline.at)
         finally:
-            if reply is None and worker.ready:
-                worker.kill()
-                worker = _Worker()
-            self._idle.put(worker)
+            with self._changed:
+                if reply is None or self._closed:
+                    worker.kill()
+                    if not self._closed:
+                        self._launch()
+                else:
+                    self._free.append(worker)
+                self._changed.notify_all()
         if reply is None:
             return Verdict(None, "no verdict before the deadline (the check ran long, or its process died)")
         if reply.startswith(GOLD_UNREADABLE):
@@ -218,15 +270,20 @@ class AnswerChecker:
         return Verdict(reply == CORRECT, hedged=reply == HEDGED)
 
     def processes(self) -> list[subprocess.Popen]:
-        """The pool's idle processes (for tests and diagnostics)."""
-        return [worker.process for worker in list(self._idle.queue)]
+        """The pool's free processes (for tests and diagnostics)."""
+        with self._changed:
+            return [worker.process for worker in self._free]
 
     def close(self) -> None:
-        while True:
-            try:
-                self._idle.get_nowait().kill()
-            except queue.Empty:
-                return
+        """Stop every process; one a call holds is stopped when the call ends, one starting at once."""
+        with self._changed:
+            self._closed = True
+            for worker in self._free:
+                worker.kill()
+            self._free.clear()
+            for worker in self._starting:  # its start's thread sees it end, and closes its pipes
+                worker.process.kill()
+            self._changed.notify_all()
 
 
 if __name__ == "__main__":
