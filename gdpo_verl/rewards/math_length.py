@@ -25,14 +25,16 @@ parts with top-level commas. The two structured forms may also come as their JSO
                      answer states")
     verify_failed    1 when the answer could not be checked (scored 0, logged with the reason): it holds
                      something the reader cannot place (it is then never credited), the call ran past ``timeout_s``
-                     (a long check, a busy, starting or restarting checker pool), a checker process died or
+                     (a long check, a busy checker pool), a checker process died or
                      math-verify raised, or the answer was refused unchecked as too long or as one sympy would
                      spend seconds on (gdpo_verl/rewards/answer_guard.py)
 
-A call returns within ``timeout_s`` (2 s by default), whatever the answer, the first one included: the checker
-processes start when a ``MathLengthReward`` is made (in the background: they import sympy and math-verify, about a
-second), and a call that comes before they are ready waits for them within its ``timeout_s``. ``start()`` waits for
-them outside any call (``compute_score`` called directly does, as its reward is made for the call).
+A call returns within ``timeout_s`` (2 s by default) of checking, whatever the answer, plus the start of a checker
+process when every one was starting: the checker processes start when a ``MathLengthReward`` is made (in the
+background: they import sympy and math-verify, about a second), and a call that comes while all of them are starting
+(the first calls, or after timeouts) waits for them on top of its ``timeout_s``, each start bounded on its own
+(``verifier.STARTUP_TIMEOUT_S``). ``start()`` waits for them outside any call (``compute_score`` called directly
+does, as its reward is made for the call).
 """
 
 from __future__ import annotations

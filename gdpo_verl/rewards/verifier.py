@@ -163,9 +163,10 @@ class AnswerChecker:
 
     The pool always holds exactly ``workers`` processes: one killed after a timeout is replaced at once by a fresh
     one, started in the background (a thread per start reads its "ready", for at most ``STARTUP_TIMEOUT_S``). A call
-    takes a process that has started, never one still starting while another is free: it waits for one to be free
-    until its deadline (a pool still busy then is no verdict, like a check that ran long), and for one to start
-    without counting that wait (the deadline moves later by it, by at most ``STARTUP_TIMEOUT_S`` in all). ``begin()`` starts the pool without waiting (the
+    takes a process that has started, never one still starting while another is free: it waits for a busy one until
+    its deadline (a pool still busy then is no verdict, like a check that ran long); while every process is
+    starting, it waits without counting that wait (the deadline moves later by it, by at most ``STARTUP_TIMEOUT_S``
+    in all). A start that fails is an error on that call and every later one (``RuntimeError``, naming it). ``begin()`` starts the pool without waiting (the
     math reward does it when it is made, so that a training run's first batch finds it ready); the first check
     begins it otherwise.
     """
@@ -178,6 +179,7 @@ class AnswerChecker:
         self._changed = threading.Condition()  # a process became free, started, or failed to start
         self._free: list[_Worker] = []  # started, and no call holds them
         self._starting: set[_Worker] = set()
+        self._held = 0  # processes calls hold
         self._start_error: str | None = None
         self._begun = self._closed = False
 
@@ -185,8 +187,13 @@ class AnswerChecker:
         """A new process, its start awaited in the background (with ``_changed`` held)."""
         worker = _Worker()
         self._starting.add(worker)
-        threading.Thread(target=self._await_start, args=(worker,), name="gdpo-verl checker start",
-                         daemon=True).start()
+        try:
+            threading.Thread(target=self._await_start, args=(worker,), name="gdpo-verl checker start",
+                             daemon=True).start()
+        except BaseException:
+            self._starting.discard(worker)
+            worker.kill()
+            raise
 
     def _await_start(self, worker: _Worker) -> None:
         error = None
@@ -198,68 +205,80 @@ class AnswerChecker:
             error = str(failed)
         with self._changed:
             self._starting.discard(worker)
-            if error is None and not self._closed:
+            started = error is None and not self._closed
+            if started:
                 self._free.append(worker)
-            else:
-                worker.kill()
-                if not self._closed:
-                    self._start_error = error
+            elif not self._closed:
+                self._start_error = error
             self._changed.notify_all()
+        if not started:
+            worker.kill()
 
     def begin(self) -> None:
-        """Start the pool's processes without waiting for them (once)."""
+        """Start the pool's processes without waiting for them (once; never after ``close()``)."""
         with self._changed:
-            if not self._begun:
+            if not self._begun and not self._closed:
+                self._begun = True
                 for _ in range(self.workers):
                     self._launch()
-                self._begun = True
 
     def start(self) -> None:
         """Start the pool's processes and wait for them (each for at most ``STARTUP_TIMEOUT_S``); RuntimeError naming
         the problem when one does not start."""
         self.begin()
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S + 10  # each start's thread reports within STARTUP_TIMEOUT_S
         with self._changed:
-            while self._starting and self._start_error is None:
-                self._changed.wait(STARTUP_TIMEOUT_S)
+            while self._starting and self._start_error is None and time.monotonic() < deadline:
+                self._changed.wait(deadline - time.monotonic())
             if self._start_error is not None:
                 raise RuntimeError(self._start_error)
+            if self._starting:
+                raise RuntimeError(f"the math-verify checker processes did not report their start within "
+                                   f"{STARTUP_TIMEOUT_S:g} s")
 
     def check(self, gold: str, answers: list[str], deadline: Deadline) -> Verdict:
         """Compare the boxes ``answers`` with ``gold``; no verdict when no process is free or the check runs past
-        ``deadline`` (waits for a process's start move it later); ValueError when the gold cannot be read;
-        RuntimeError when a checker process cannot start."""
+        ``deadline`` (a wait while every process is starting moves it later); ValueError when the gold cannot be
+        read; RuntimeError when a checker process could not start."""
         if isinstance(answers, str) or not all(isinstance(answer, str) for answer in answers):
             raise TypeError(f"answers must be a list of the boxes' texts; got {answers!r:.100}")
         self.begin()
         starts_waited = 0.0  # at most STARTUP_TIMEOUT_S in all, however many starts other calls' timeouts cause
         with self._changed:
-            while not self._free:
+            while True:
                 if self._start_error is not None:
                     raise RuntimeError(self._start_error)
-                if self._starting and starts_waited < STARTUP_TIMEOUT_S:  # a start is not the call's time
-                    waited_from = time.monotonic()
+                if deadline.left() <= 0:  # spent by the response's earlier checks, or by waiting for busy ones
+                    return Verdict(None, f"no checker process free before the deadline (all {self.workers} busy)"
+                                   if not self._free else "no time left before the deadline")
+                if self._free:
+                    break
+                waited_from = time.monotonic()
+                if self._held == 0 and self._starting and starts_waited < STARTUP_TIMEOUT_S:
+                    # every process is starting: that is not the call's time
                     self._changed.wait(STARTUP_TIMEOUT_S - starts_waited)
                     waited = time.monotonic() - waited_from
                     starts_waited += waited
                     deadline.at += waited
-                    continue
-                left = deadline.left()
-                if left <= 0:
-                    return Verdict(None, f"no checker process free before the deadline (all {self.workers} busy)")
-                self._changed.wait(left)
+                else:
+                    self._changed.wait(deadline.left())
             worker = self._free.pop()
-        reply = None
+            self._held += 1
+        reply, ended = None, None
         try:
             reply = worker.ask(gold, answers, deadline.at)
         finally:
             with self._changed:
+                self._held -= 1
                 if reply is None or self._closed:
-                    worker.kill()
+                    ended = worker
                     if not self._closed:
                         self._launch()
                 else:
                     self._free.append(worker)
                 self._changed.notify_all()
+            if ended is not None:
+                ended.kill()
         if reply is None:
             return Verdict(None, "no verdict before the deadline (the check ran long, or its process died)")
         if reply.startswith(GOLD_UNREADABLE):
@@ -275,15 +294,16 @@ class AnswerChecker:
             return [worker.process for worker in self._free]
 
     def close(self) -> None:
-        """Stop every process; one a call holds is stopped when the call ends, one starting at once."""
+        """Stop every process: the free ones now, one starting now (its start's thread closes its pipes), one a
+        call holds when the call ends."""
         with self._changed:
             self._closed = True
-            for worker in self._free:
-                worker.kill()
-            self._free.clear()
-            for worker in self._starting:  # its start's thread sees it end, and closes its pipes
+            free, self._free = self._free, []
+            for worker in self._starting:
                 worker.process.kill()
             self._changed.notify_all()
+        for worker in free:
+            worker.kill()
 
 
 if __name__ == "__main__":

@@ -479,6 +479,7 @@ def main(argv: list[str] | None = None) -> int:
         supervisor.say(f"supervise: Ray's node did not register with its GCS within Ray's fixed 30 s (a busy "
                        f"machine), before anything of the run started; starting the run again (try {attempt} of "
                        f"{RAY_START_TRIES})")
+        supervisor.log.close()
 
 
 if __name__ == "__main__":

@@ -27,24 +27,11 @@ class _ffi:
     """What this program uses of ctypes, made from ctypes' C module as the ctypes package makes it: importing the
     package would cost about 2 ms of every session's start."""
 
-    class c_int(_ctypes._SimpleCData):
-        _type_ = "i"
-
-    class c_uint32(_ctypes._SimpleCData):
-        _type_ = "I"
-
-    class c_ushort(_ctypes._SimpleCData):
-        _type_ = "H"
-
-    class c_ulong(_ctypes._SimpleCData):
-        _type_ = "L"
-
-    class c_void_p(_ctypes._SimpleCData):
-        _type_ = "P"
-
-    class c_char(_ctypes._SimpleCData):
-        _type_ = "c"
-
+    # the C types by their struct codes, as ctypes declares them
+    c_int, c_uint32, c_ushort, c_ulong, c_void_p, c_char = (
+        type(name, (_ctypes._SimpleCData,), {"_type_": code})
+        for name, code in (("c_int", "i"), ("c_uint32", "I"), ("c_ushort", "H"), ("c_ulong", "L"), ("c_void_p", "P"),
+                           ("c_char", "c")))
     c_size_t = c_ulong
     Structure, addressof, byref = _ctypes.Structure, _ctypes.addressof, _ctypes.byref
     get_errno, set_errno = _ctypes.get_errno, _ctypes.set_errno

@@ -527,6 +527,20 @@ def test_a_call_is_never_handed_a_process_still_starting_while_another_is_free()
         checker.close()
 
 
+def test_a_response_whose_deadline_is_spent_waits_for_no_start():
+    # Before: each part after the first timed-out one waited for the replacement's start, then killed it unused:
+    # a 4-part answer with a 0.3 s timeout took 5.6 s and started 4 processes.
+    reward = MathLengthReward(workers=1).start()
+    try:
+        start = time.monotonic()
+        result = reward("math", "</think> " + " ".join(["\\boxed{" + SLOW + "}"] * 4), {"all_of": ["1", "2", "3", "4"]},
+                        {"response_length": 10}, timeout_s=0.3)
+        assert result["verify_failed"] == 1.0
+        assert time.monotonic() - start < 0.3 + 0.5
+    finally:
+        reward.close()
+
+
 def test_a_checker_that_cannot_start_is_an_error_naming_it_on_every_call(monkeypatch):
     monkeypatch.setattr(verifier.sys, "executable", "/bin/false")  # a process that exits while starting
     checker = AnswerChecker(workers=1)
