@@ -15,6 +15,7 @@ import fcntl
 import os
 import selectors
 import signal
+import stat
 import struct
 import termios
 import time
@@ -77,6 +78,7 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
             else:
                 writer.close()
         looked, idle = time.monotonic(), 0.0
+        pipes = [fd for fd in reads if watched and stat.S_ISFIFO(os.fstat(fd).st_mode)]  # not the control socket
         try:
             while not until():
                 now = time.monotonic()
@@ -88,7 +90,7 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
                         return CPU_SPENT  # ended at its CPU limit, in all its processes together
                     # the host still owes input the program has room to take, or is behind on output the program
                     # would write (a full pipe it reads)
-                    waiting_on_host = (feeding >= 0 and not _full(feeding)) or any(_full(fd) for fd in reads)
+                    waiting_on_host = (feeding >= 0 and not _full(feeding)) or any(_full(fd) for fd in pipes)
                     if busy is not None and not waiting_on_host and not busy():
                         idle += now - looked
                         if idle >= limits.cpu_s:
@@ -123,15 +125,11 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
 
 
 def _full(fd: int) -> bool:
-    """Whether the pipe ``fd`` is an end of is full (False for a socket, or an end already closed). The program's
-    stdin full: the program is not taking it, its own choice, as against room the host has not filled yet (the host's
-    doing). Its stdout or stderr full: the host is behind reading, and the program waits on it."""
-    try:
-        capacity = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
-        queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
-    except OSError:  # not a pipe (the control socket), or closed
-        return False
-    return queued >= capacity
+    """Whether the pipe ``fd`` is an end of is full. The program's stdin full: the program is not taking it, its own
+    choice, as against room the host has not filled yet (the host's doing). Its stdout or stderr full: the host is
+    behind reading, and the program waits on it."""
+    queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+    return queued >= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
 
 
 def outcome(limits: Limits, code: int | None, stdout: bytes, stderr: bytes, stopped: str | None, cpu: float,
