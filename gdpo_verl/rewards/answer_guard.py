@@ -273,8 +273,16 @@ def hedge_pieces(answer: str) -> list[str]:
 
 # one way to read each digit (no \d+\.?\d*, which backtracks quadratically on a long run of digits)
 _SCIENTIFIC = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)[eE][+-]?\d{1,3}", re.ASCII)
-# A thin space (or another spacing) between groups of three digits: 1\,000\,000.
-_DIGIT_GROUPING = re.compile(r"(?<=\d)(?:\\[,!; ]|\{,\}|~|\\thinspace\s*)(?=\d{3}(?!\d))")
+# A thin space (or another spacing; a comma with \, or \! as MATH writes thousands) between groups of three digits:
+# 1\,000\,000, 10,\!000; not after the digits of an exponent or a subscript (2^2\,000).
+_DIGIT_GROUPING = re.compile(r"(?<![\^_]\d)(?<![\^_]\d\d)(?<![\^_]\d\d\d)(?<=\d)"
+                             r"(?:,?\\[,!]|\\[ ;]|\{,\}|~|\\thinspace\s*|[\u00a0\u2007\u2009\u202f])(?=\d{3}(?!\d))")
+# A decimal comma, as LaTeX writes it: {,} before a group of other than three digits (3{,}14; 1{,}000 is a thousand).
+_DECIMAL_COMMA = re.compile(r"(?<=\d)\{,\}(?=(?:\d{1,2}|\d{4,})(?!\d))", re.ASCII)
+# A comma between digit groups, outside brackets: one number when a group of one to three digits is followed by
+# groups of exactly three with no space after their commas (1,000 and 12,345,678.5); a comma followed by a space
+# or by a group of another length lists values (1, 000 and 1,2 and 0,5 are two values each).
+_THOUSANDS = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?!\d|,\d)", re.ASCII)
 
 
 # Digit groups separated by plain spaces, the whole text: 1 000 000.
@@ -284,10 +292,30 @@ _SPACE_GROUPED = re.compile(r"\d{1,3}(?: \d{3})+", re.ASCII)
 def plain_number(text: str) -> str:
     """``text`` with a number in scientific notation (``5e-05``, as Python prints floats; math-verify reads it as
     5e - 5) written out in decimal digits, and digit groups joined (``1\\,000\\,000`` -> ``1000000``, which
-    math-verify reads as 1 * 0 * 0); any other text as it is."""
+    math-verify reads as 1 * 0 * 0; a thin space; commas between thousands outside brackets: ``1,000``); any other
+    text as it is."""
     stripped = text.strip()
     if _SCIENTIFIC.fullmatch(stripped):
         return format(Decimal(stripped), "f")
     if _SPACE_GROUPED.fullmatch(stripped):
         return stripped.replace(" ", "")
-    return _DIGIT_GROUPING.sub("", text)
+    return _thousands_joined(_DIGIT_GROUPING.sub("", _DECIMAL_COMMA.sub(".", text)))
+
+
+def _thousands_joined(text: str) -> str:
+    """``text`` with the commas of each number written in groups of thousands (``_THOUSANDS``) outside brackets
+    taken out: ``1,000, 7`` is 1000 and 7; ``(100,200)`` stays a pair."""
+    if "," not in text:
+        return text
+    out, depth, last = [], 0, 0
+    for number in _THOUSANDS.finditer(text):
+        for character in text[last:number.start()]:
+            depth += (character in "([{") - (character in ")]}")
+        if depth <= 0:
+            out.append(text[last:number.start()] + number.group().replace(",", ""))
+        else:
+            out.append(text[last:number.end()])
+        for character in number.group():
+            depth += (character in "([{") - (character in ")]}")
+        last = number.end()
+    return "".join(out) + text[last:]

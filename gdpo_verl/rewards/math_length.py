@@ -33,18 +33,25 @@ A call returns within ``timeout_s`` (2 s by default) of checking, whatever the a
 process when every one was starting: the checker processes start when a ``MathLengthReward`` is made (in the
 background: they import sympy and math-verify, about a second), and a call that comes while all of them are starting
 (the first calls, or after timeouts) waits for them on top of its ``timeout_s``, each start bounded on its own
-(``verifier.STARTUP_TIMEOUT_S``). ``start()`` waits for them outside any call (``compute_score`` called directly
-does, as its reward is made for the call).
+(``verifier.STARTUP_TIMEOUT_S``). ``start()`` waits for them outside any call.
+
+Called directly (scripts, notebooks), ``compute_score`` scores with one ``MathLengthReward`` shared by every direct
+call in the process: made on the first call, kept (no call starts a process), closed at exit, safe from several
+threads at once and across ``os.fork()`` (a forked child makes its own). The reward manager never uses it: it makes
+its own (``compute_score.reward_class``). ``python scripts/bench_math_reward.py`` measures the answers per second
+of both beside verl's own ``math_verify`` scorer.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import math
 import numbers
+import os
 import re
-import time
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -70,15 +77,16 @@ class MathLengthReward:
     count of answers it could not check.
 
     The "gdpo_verl" reward manager makes one for itself when verl loads this module's ``compute_score``, and calls
-    it in its place: the checker pool lives as long as the manager, and nothing is kept in the module. To score many
-    responses yourself, make one and call it like ``compute_score``; ``close()`` (or a ``with`` block) stops its
-    processes.
+    it in its place: the checker pool lives as long as the manager, and nothing of it is kept in the module (direct
+    calls of ``compute_score`` share a reward of their own). To score many responses yourself, make one and call it
+    like ``compute_score``; ``close()`` (or a ``with`` block) stops its processes.
     """
 
     def __init__(self, workers: int = 2) -> None:
         self.checker = AnswerChecker(workers)
         self.checker.begin()
         self.failures = 0
+        self._failures_lock = threading.Lock()  # direct calls share one reward across threads
 
     def start(self) -> MathLengthReward:
         """Wait for the checker processes to finish starting (up to ``verifier.STARTUP_TIMEOUT_S``; RuntimeError
@@ -149,13 +157,15 @@ class MathLengthReward:
         except answers.Unreadable as error:  # a box that never closes
             boxes, verdict = [], Verdict(None, f"the answer is not read: {error}")
         if verdict.value is None:
-            self.failures += 1
+            with self._failures_lock:
+                self.failures += 1
+                failures = self.failures
             logger.warning(
                 "gdpo-verl math_length: could not check the answer %.80r, scored 0 with verify_failed=1: %s. "
                 "%d so far in this reward worker.",
                 " | ".join(boxes),
                 verdict.why,
-                self.failures,
+                failures,
             )
         correct = float(verdict.value is True)
         short = float(tokens <= max_length)
@@ -172,16 +182,69 @@ class MathLengthReward:
         }
 
 
+class _DirectReward:
+    """The one ``MathLengthReward`` that direct calls of ``compute_score`` share in a process (scripts, notebooks):
+    made on the first call, under a lock (calls from several threads at once make one), and kept, so that no call
+    starts a checker process.
+
+    - At exit it is closed (``atexit``): no checker process outlives the interpreter. A call after that is a
+      RuntimeError (it would start processes nothing stops).
+    - Across ``os.fork()``: the child forgets the parent's reward without using or closing it (the parent's checker
+      processes and pipes stay the parent's), with a fresh lock; a child that calls ``compute_score`` makes its own.
+    - Not the reward manager's: the "gdpo_verl" reward manager makes its own ``MathLengthReward``
+      (``compute_score.reward_class``) and never calls this one.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reward: MathLengthReward | None = None
+        self._exited = False
+        os.register_at_fork(after_in_child=self._forget)
+        atexit.register(self._close_at_exit)
+
+    def get(self) -> MathLengthReward:
+        with self._lock:
+            if self._exited:
+                raise RuntimeError("compute_score was called while the interpreter exits, after its checker "
+                                   "processes were stopped; score before exit, or with a MathLengthReward of your own.")
+            if self._reward is None:
+                self._reward = MathLengthReward()  # its processes start in the background; a call waits for them
+            return self._reward
+
+    def close(self) -> None:
+        """Stop the shared reward's checker processes; the next call makes a new one."""
+        with self._lock:
+            reward, self._reward = self._reward, None
+        if reward is not None:
+            reward.close()
+
+    def _close_at_exit(self) -> None:
+        with self._lock:
+            self._exited = True
+        self.close()
+
+    def _forget(self) -> None:
+        """In a forked child: drop the parent's reward unclosed; the lock may have been held by a parent's thread."""
+        self._lock = threading.Lock()
+        self._reward = None
+
+
+_direct = _DirectReward()
+
+
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
                   **options: Any) -> dict[str, float]:
     """verl's entry point (``reward.custom_reward_function.name=compute_score``); the options are those of
     ``MathLengthReward.__call__``. Under the "gdpo_verl" reward manager a ``MathLengthReward`` of the manager's own
-    is called instead (``compute_score.reward_class``). Called directly, this scores with one made for the call:
-    its checker process starts and stops within it (a second or two, more on a busy machine), and ``timeout_s``
-    covers the check, not that start; for many responses, use a ``MathLengthReward``.
+    is called instead (``compute_score.reward_class``).
+
+    Called directly, this scores with one ``MathLengthReward`` that every direct call in the process shares: made
+    on the first call (its two checker processes start then; that call waits for them, and ``timeout_s`` covers
+    the check, not that start), kept for the next calls (no call starts a process), closed at exit, safe from
+    several threads at once and across ``os.fork()`` (a forked child makes its own). Its count of answers not
+    checked is that shared reward's.
     """
-    with MathLengthReward(workers=1) as reward:
-        return reward.start()(data_source, solution_str, ground_truth, extra_info, **options)
+    return _direct.get()(data_source, solution_str, ground_truth, extra_info, **options)
 
 
 compute_score.reward_class = MathLengthReward  # read by gdpo_verl.verl_adapter.reward_manager
@@ -232,6 +295,8 @@ def _answer_text(value: Any, what: str) -> str:
             f"{what} is {value!r}: a float NaN or infinity (perhaps a missing answer written as a number). Drop "
             "the row, or write infinity as \\infty; scripts/prepare_data.py skips such rows."
         )
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:  # 12.0 from a float column is 12
+        value = int(value)
     return plain_number(str(value).strip())
 
 
@@ -251,8 +316,8 @@ def _verdict(truth: MathTruth, text: str, boxes: list[str], think: str, checker:
 
 
 def _any_true(checker: AnswerChecker, golds: tuple[str, ...], boxes: list[str], deadline: Deadline) -> Verdict:
-    """Whether the boxes ``boxes`` state any of ``golds``; no verdict if none did and some check could not be
-    made."""
+    """Whether the boxes ``boxes`` state any of ``golds`` (each is tried); when none: no verdict if some check
+    could not be made, else hedged if they hedge against one, else wrong."""
     if sum(map(len, boxes)) > MAX_ANSWER_CHARS:  # first: nothing else reads a text of any length
         return Verdict(None, f"over {MAX_ANSWER_CHARS} characters in its boxes")
     boxes = [plain_number(box) for box in boxes]
@@ -260,23 +325,26 @@ def _any_true(checker: AnswerChecker, golds: tuple[str, ...], boxes: list[str], 
         refused = refusal(answer)
         if refused is not None:
             return Verdict(None, refused)
-    undecided = None
-    for gold in golds:
+    undecided = hedged = None
+    for gold in golds:  # every alternative: "2, -2" hedges against "2" and answers "2, -2"
         verdict = checker.check(gold, boxes, deadline)
-        if verdict.value is True or verdict.hedged:
+        if verdict.value is True:
             return verdict
         if verdict.value is None:
-            undecided = verdict
-    return undecided or Verdict(False)
+            undecided = undecided or verdict
+        elif verdict.hedged:
+            hedged = hedged or verdict
+    return undecided or hedged or Verdict(False)
 
 
 def answer_parts(text: str, think: str = "required") -> list[str]:
     """The parts of a multi-part answer: the contents of every box of the answer section when there are several,
-    else the one box's content split at top-level commas; ``Unreadable`` for a box that never closes."""
+    else the one box's content split at top-level commas (not those between thousands,
+    ``answer_guard.plain_number``); ``Unreadable`` for a box that never closes."""
     found = final_answers(text, think)
     if len(found) > 1:
         return found
-    return split_top_level(found[0]) if found else []
+    return split_top_level(plain_number(found[0])) if found else []  # 1,000, 7: two parts
 
 
 def split_top_level(text: str) -> list[str]:

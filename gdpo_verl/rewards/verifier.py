@@ -21,7 +21,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gdpo_verl.rewards import answers
 
@@ -35,6 +38,76 @@ STARTUP_TIMEOUT_S = 120.0
 CORRECT, WRONG, HEDGED, UNDECIDED, GOLD_UNREADABLE = "1", "0", "h", "?", "g"
 
 
+# What a checker process keeps of its readings (``_Readings``): texts of at most this many characters in all.
+READINGS_CHARS = 1 << 18
+# A reading that holds a number of more bits than this (about 1,000 digits; the guards let through 20,000) is not
+# kept, so that what is kept stays proportional to its texts.
+READINGS_MAX_BITS = 3322
+
+
+class _Readings:
+    """What ``read`` makes of a text, kept by the exact text in a checker process: golds repeat across the
+    responses of a prompt (a GRPO group shares one), answers within them. ``get(key)`` -> ``(values, None)``, or
+    ``(None, message)`` when ``read`` raised ``answers.Unreadable`` (that outcome is kept too); any other exception
+    propagates and is not kept. A key is one text or a tuple of texts, compared exactly; a hit returns what the
+    reading returned (values are immutable: frozen ``Value``s of sympy objects), so no verdict changes.
+
+    Bounded: the kept keys hold at most ``max_chars`` characters in all (the least recently used go first), and a
+    reading that holds a number over ``READINGS_MAX_BITS`` bits, or a value that is not a sympy object, is not kept.
+    """
+
+    def __init__(self, read: Callable[[Any], list[answers.Value]], max_chars: int = READINGS_CHARS) -> None:
+        self._read, self._max_chars = read, max_chars
+        self._kept: OrderedDict[Any, tuple[tuple[answers.Value, ...] | None, str | None]] = OrderedDict()
+        self._chars = 0
+
+    def get(self, key: str | tuple[str, ...]) -> tuple[list[answers.Value] | None, str | None]:
+        outcome = self._kept.get(key)
+        if outcome is not None:
+            self._kept.move_to_end(key)
+        else:
+            try:
+                outcome = (tuple(self._read(key)), None)
+            except answers.Unreadable as error:
+                outcome = (None, str(error))
+            self._keep(key, outcome)
+        values, unreadable = outcome
+        return (None if values is None else list(values)), unreadable
+
+    def _keep(self, key: str | tuple[str, ...], outcome: tuple[tuple[answers.Value, ...] | None, str | None]) -> None:
+        chars = _chars(key)
+        if chars > self._max_chars or (outcome[0] is not None and not _small(outcome[0])):
+            return
+        self._kept[key] = outcome
+        self._chars += chars
+        while self._chars > self._max_chars:
+            oldest, _ = self._kept.popitem(last=False)
+            self._chars -= _chars(oldest)
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+def _chars(key: str | tuple[str, ...]) -> int:
+    """What a key counts against ``READINGS_CHARS``: its characters, at least 1."""
+    return max(1, len(key) if isinstance(key, str) else sum(map(len, key)))
+
+
+def _small(values: tuple[answers.Value, ...]) -> bool:
+    """Whether every value is a sympy object (or a bare choice) whose numbers have at most READINGS_MAX_BITS bits."""
+    import sympy
+
+    for value in values:
+        if value.expr is None:
+            continue
+        if not isinstance(value.expr, sympy.Basic):
+            return False
+        for number in value.expr.atoms(sympy.Rational):
+            if max(abs(number.p), number.q).bit_length() > READINGS_MAX_BITS:
+                return False
+    return True
+
+
 def serve() -> None:
     """Child process: read {"gold", "answers"} lines from stdin (the gold's text and the text of each box of the
     final answer), write one reply line each: "1" (the answer states the gold's values), "0" (it does not), "h"
@@ -44,20 +117,23 @@ def serve() -> None:
     math-verify's own time limits (5 s for parsing and for verifying, on by default) are switched off: when one
     fires, math-verify answers "wrong", so a correct answer whose check is slow would be scored 0 without a trace.
     The parent's deadline is the only limit: it kills this process, and the check counts as not made.
+
+    The readings of golds and of answers are kept (``_Readings``): reading (latex2sympy's parser) is nearly all of
+    a check's time, and a group's responses share their gold and often their answer.
     """
     # The guards bound every integer an answer may hold to 20,000 digits; Python's default refuses to print more
     # than 4,300, which math-verify's string comparisons do (a ValueError, which would read as "wrong").
     sys.set_int_max_str_digits(0)
+    golds = _Readings(answers.read)
+    given_answers = _Readings(lambda texts: answers.read_all(list(texts)))
 
     def judge(gold_text: str, answer_texts: list[str]) -> str:
-        try:
-            gold = answers.read(gold_text)
-        except answers.Unreadable as error:
-            return GOLD_UNREADABLE + str(error)
-        try:
-            given = answers.read_all(answer_texts)
-        except answers.Unreadable as error:
-            return UNDECIDED + f"the answer is not read: {error}"
+        gold, unreadable = golds.get(gold_text)
+        if unreadable is not None:
+            return GOLD_UNREADABLE + unreadable
+        given, unreadable = given_answers.get(tuple(answer_texts))
+        if unreadable is not None:
+            return UNDECIDED + f"the answer is not read: {unreadable}"
         return {answers.CORRECT: CORRECT, answers.WRONG: WRONG, answers.HEDGED: HEDGED}[answers.judge(gold, given)]
 
     # the first checks load more of sympy and math-verify: part of the start, not of a call
@@ -166,9 +242,12 @@ class AnswerChecker:
     takes a process that has started, never one still starting while another is free: it waits for a busy one until
     its deadline (a pool still busy then is no verdict, like a check that ran long); while every process is
     starting, it waits without counting that wait (the deadline moves later by it, by at most ``STARTUP_TIMEOUT_S``
-    in all). A start that fails is an error on that call and every later one (``RuntimeError``, naming it). ``begin()`` starts the pool without waiting (the
-    math reward does it when it is made, so that a training run's first batch finds it ready); the first check
-    begins it otherwise.
+    in all). Waiting calls are served first come, first served: a process that comes free goes to the call that has
+    waited longest, never to one that came after it (before, the thread that had just finished a check took the
+    process back before the woken calls could, and with many threads some waited out their deadline). A start that
+    fails is an error on that call and every later one (``RuntimeError``, naming it). ``begin()`` starts the pool
+    without waiting (the math reward does it when it is made, so that a training run's first batch finds it
+    ready); the first check begins it otherwise.
     """
 
     def __init__(self, workers: int = 2) -> None:
@@ -180,6 +259,7 @@ class AnswerChecker:
         self._free: list[_Worker] = []  # started, and no call holds them
         self._starting: set[_Worker] = set()
         self._held = 0  # processes calls hold
+        self._queue: deque[object] = deque()  # the calls waiting for a process, served in their order of arrival
         self._start_error: str | None = None
         self._begun = self._closed = False
 
@@ -244,26 +324,34 @@ class AnswerChecker:
             raise TypeError(f"answers must be a list of the boxes' texts; got {answers!r:.100}")
         self.begin()
         starts_waited = 0.0  # at most STARTUP_TIMEOUT_S in all, however many starts other calls' timeouts cause
+        ticket = object()
         with self._changed:
-            while True:
-                if self._start_error is not None:
-                    raise RuntimeError(self._start_error)
-                if deadline.left() <= 0:  # spent by the response's earlier checks, or by waiting for busy ones
-                    return Verdict(None, f"no checker process free before the deadline (all {self.workers} busy)"
-                                   if not self._free else "no time left before the deadline")
-                if self._free:
-                    break
-                waited_from = time.monotonic()
-                if self._held == 0 and self._starting and starts_waited < STARTUP_TIMEOUT_S:
-                    # every process is starting: that is not the call's time
-                    self._changed.wait(STARTUP_TIMEOUT_S - starts_waited)
-                    waited = time.monotonic() - waited_from
-                    starts_waited += waited
-                    deadline.at += waited
-                else:
-                    self._changed.wait(deadline.left())
-            worker = self._free.pop()
-            self._held += 1
+            self._queue.append(ticket)
+            try:
+                while True:
+                    if self._start_error is not None:
+                        raise RuntimeError(self._start_error)
+                    first = self._queue[0] is ticket
+                    if deadline.left() <= 0:  # spent by the response's earlier checks, or by waiting for busy ones
+                        return Verdict(None, f"no checker process free before the deadline (all {self.workers} busy, "
+                                       "or taken by calls that came first)" if not (self._free and first)
+                                       else "no time left before the deadline")
+                    if self._free and first:
+                        break
+                    waited_from = time.monotonic()
+                    if not self._free and self._held == 0 and self._starting and starts_waited < STARTUP_TIMEOUT_S:
+                        # every process is starting: that is not the call's time
+                        self._changed.wait(STARTUP_TIMEOUT_S - starts_waited)
+                        waited = time.monotonic() - waited_from
+                        starts_waited += waited
+                        deadline.at += waited
+                    else:
+                        self._changed.wait(deadline.left())
+                worker = self._free.pop()
+                self._held += 1
+            finally:
+                self._queue.remove(ticket)
+                self._changed.notify_all()  # the next call in line may take a process now
         reply, ended = None, None
         try:
             reply = worker.ask(gold, answers, deadline.at)

@@ -32,7 +32,7 @@ HEDGES = [  # gold 5 unless given; at least 20 spellings of "several values"
     ("5 or 7", "5", "hedged"),
     ("5 \\text{ and } 7", "5", "hedged"),
     ("x=5 \\text{ or } x=7", "5", "hedged"),
-    ("5 \\text{ or possibly } 7", "5", "hedged"),
+    ("5 \\text{ or possibly } 7", "5", "unread"),  # "possibly 7": words inside a value
     ("5 \\text{ unless } 7", "5", "unread"),  # words that change the value
     ("x=5; x=7", "5", "hedged"),
     ("7 \\quad 5", "5", "hedged"),
@@ -45,13 +45,13 @@ HEDGES = [  # gold 5 unless given; at least 20 spellings of "several values"
     ("\\frac{10}{2} \\text{ or } 7", "5", "hedged"),
     ("x = 5 \\text{ and } y = 7", "5", "wrong"),  # one point, (x, y) = (5, 7): not 5
     ("(C) or (D)", "C", "hedged"),
-    ("\\textbf{(C)}\\ 5 \\text{ or } \\textbf{(D)}\\ 7", "C", "hedged"),
+    ("\\textbf{(C)}\\ 5 \\text{ or } \\textbf{(D)}\\ 7", "C", "unread"),  # letters with values between
     ("\\text{A}$ $\\text{B}", "\\text{B}", "hedged"),
     ("{7 \\\\ 5}", "5", "unread"),
     ("\\begin{cases} 7 \\\\ 5 \\end{cases}", "5", "unread"),
     ("5 \\text{ (or 7)}", "5", "unread"),
     ("5 \\text{, maybe 7}", "5", "unread"),
-    ("5 % 7", "7", "wrong"),  # 5% of 7: one value, not 7
+    ("5 % 7", "7", "unread"),  # in LaTeX, % starts a comment: what follows it is not read
     ("2, 3, 4", "2, 3", "hedged"),
 ]
 
@@ -179,15 +179,16 @@ PLAIN = [
 FROM_REVIEW = [  # an independent adversarial pass on the reader: each row was scored otherwise before its fix
     # hedges credited
     ("7, \\boxed{5}", "5", "hedged"),  # a box inside a box is read in place, with what surrounds it
-    ("\\{7, 9, \\boxed{5}\\}", "5", "hedged"),
-    ("\\text{either seven or } \\boxed{5}", "5", "hedged"),
+    ("\\{7, 9, \\boxed{5}\\}", "5", "unread"),  # a set holding {5}
+    ("\\text{either seven or } \\boxed{5}", "5", "unread"),  # a number in words
     ("7,\\fbox{5}", "5", "hedged"),
     ("7 \\neq \\boxed{5}", "5", "unread"),
-    ("5 \\text{ or seven}", "5", "hedged"),  # words after a connective are a value of their own
-    ("5 \\text{ or negative five}", "5", "hedged"),
-    ("5 \\text{ or } \\text{seven}", "5", "hedged"),
-    ("\\text{seven or maybe } 5", "5", "hedged"),
-    ("2, 3 \\text{ or maybe four}", "2, 3", "hedged"),
+    ("5 \\text{ or seven}", "5", "unread"),  # words after a connective: a value of their own, in words: not read
+    ("5 \\text{ or negative five}", "5", "unread"),
+    ("5 \\text{ or } \\text{seven}", "5", "unread"),
+    ("5 \\text{ or } \\text{neither}", "5", "hedged"),
+    ("\\text{seven or maybe } 5", "5", "unread"),
+    ("2, 3 \\text{ or maybe four}", "2, 3", "unread"),
     ("\\text{not } 5", "5", "unread"),  # words that change the value
     ("5 \\text{ at most}", "5", "unread"),
     ("5 \\text{ hours}", "5 \\text{ minutes}", "wrong"),  # units, when both have one, compare
@@ -239,7 +240,7 @@ FROM_REVIEW = [  # an independent adversarial pass on the reader: each row was s
     ("60 \\text{ km/h}", "60", "correct"),
     ("y = 2x - 1", "2x-y-1=0", "correct"),  # an equation whose side has unknowns stays an equation
     ("2x - y + 3 = 0", "y=2x+3", "correct"),
-    ("x = 2x + 3", "y=2x+3", "wrong"),
+    ("x = 2x + 3", "y=2x+3", "unread"),  # an equation to solve, not a value
     ("x > 1 \\text{ and } x < 3", "(1,3)", "correct"),  # "and" and "," join conditions
     ("x>1, x<3", "(1,3)", "correct"),
     ("x > 1 \\text{ and } x < 3", "(-\\infty,\\infty)", "wrong"),
@@ -254,7 +255,284 @@ FROM_REVIEW = [  # an independent adversarial pass on the reader: each row was s
     ("1 000 000", "1000000", "correct"),
 ]
 
-TABLE = HEDGES + SEVERAL_BOXES + LISTS_SETS_INTERVALS_TUPLES + CHOICES + PLAIN + FROM_REVIEW
+MEANING = [  # what a value means, read fail-closed: each class of hostile answers, and correct forms in it
+    # words after a value are a unit only when they are one; words before it a label only when they are one
+    ("5 \\text{ thousands}", "5", "unread"),
+    ("5 \\text{ is wrong}", "5", "unread"),
+    ("5 \\text{ percent}", "5", "unread"),
+    ("5 \\text{ squared}", "5", "unread"),
+    ("5 \\mathrm{~times}", "5", "unread"),
+    ("\\text{Wrong:} 5", "5", "unread"),
+    ("\\text{Incorrect answer:} 5", "5", "unread"),
+    ("\\text{Not} = 5", "5", "unread"),
+    ("\\text{Total} = 5", "5", "correct"),
+    ("5 \\text{ apples}", "5", "correct"),
+    ("5 \\text{ square units}", "5", "correct"),
+    ("5 \\mathrm{~cm}", "5", "correct"),
+    ("5 \\mathrm{\\,cm}", "5", "correct"),
+    # an equation is read as unknown = value (or, as a value of its own, a line or a curve)
+    ("y + 7 = 5", "5", "unread"),
+    ("7y = 5", "5", "unread"),
+    ("|x| = 5", "5", "unread"),
+    ("x^2 = 25", "5", "unread"),
+    ("\\sqrt{x} = 5", "25", "unread"),
+    ("2x = 10", "5", "unread"),
+    ("x + y = 5", "5", "wrong"),  # a relation between unknowns: a value of its own, not 5
+    ("x = \\frac{10}{2}", "5", "correct"),
+    ("a_n = 2n + 1", "2n+1", "correct"),  # an equation naming a value answers the value
+    ("2x - 1", "y = 2x - 1", "correct"),
+    ("y = 5 + z", "5", "wrong"),
+    # approximation, congruence and modular signs are read for what they state
+    ("5 \\approx 7", "5", "unread"),
+    ("7 \\approx 5", "5", "unread"),
+    ("5 \\simeq 7", "5", "unread"),
+    ("5 \u2248 7", "5", "unread"),
+    ("\\frac{1}{3} \\approx 0.5", "\\frac{1}{3}", "unread"),
+    ("\\pi \\approx 3.14", "\\pi", "correct"),
+    ("\\pi \\approx 3.14", "3.14", "correct"),
+    ("x \\approx 3.14", "3.14", "correct"),
+    ("\\frac{1}{3} \\approx 0.33", "\\frac{1}{3}", "correct"),
+    ("x \\approx 3.14", "\\pi", "wrong"),  # a decimal of three digits answers no exact gold
+    ("5 \\pmod{7}", "5", "correct"),
+    ("5 \\pmod 7", "5", "correct"),
+    ("x \\equiv 5 \\pmod{7}", "5", "correct"),
+    ("12 \\pmod{7}", "5", "unread"),  # not a residue from 0 to 6
+    ("x \\equiv 5", "5", "unread"),
+    ("5 \\pmod{8}", "5 \\pmod{7}", "wrong"),
+    ("7 \\bmod 5", "2", "unread"),
+    # the percent rule scales from the side with the sign only
+    ("0.2\\%", "20\\%", "wrong"),
+    ("2000\\%", "20\\%", "wrong"),
+    ("20\\%", "20\\%", "correct"),
+    ("20%", "20", "correct"),
+    ("0.2\\%", "0.2", "correct"),
+    # a subscript only on a letter; a box with an optional argument; commands the parser would drop or misread
+    ("5^{1}_{7}", "5", "unread"),
+    ("5_{7}^{1}", "5", "unread"),
+    ("(5)_{7}", "5", "unread"),
+    ("\\boxed[7]{5}", "5", "unread"),
+    ("\\framebox[2cm]{5}", "5", "unread"),
+    ("5 \\phantom{7}", "5", "unread"),
+    ("5 \\hphantom{7}", "5", "unread"),
+    ("5 \\color{red}{7}", "5", "unread"),
+    ("\\cancel{7} 5", "5", "unread"),
+    ("\\overset{7}{5}", "5", "unread"),
+    ("\\underbrace{5}_{7}", "5", "unread"),
+    ("\\not 7", "7", "unread"),
+    ("(5 \\text{ or } 7)", "5", "unread"),  # the parser would read the interval (5, 7)
+    ("5 \\leftarrow 7", "5", "hedged"),  # an arrow lists values (the parser lexed \\le ftarrow)
+    ("x \\Leftarrow 5", "5", "hedged"),
+    ("5\u200b7", "57", "unread"),  # a zero-width space
+    ("\u22125", "-5", "correct"),  # a minus sign
+    ("5 \u2228 7", "5", "hedged"),
+    # unions of singletons are sets; a matrix of one column or row is a tuple
+    ("\\{5\\}\\cup\\{7\\}", "\\{5, 7\\}", "correct"),
+    ("\\{2\\} \\cup \\{3\\}", "2, 3", "correct"),
+    ("\\{5\\}\\cup\\{7\\}", "5", "hedged"),
+    ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "(1,2)", "correct"),
+    ("\\begin{bmatrix}1 & 2\\end{bmatrix}", "(1,2)", "correct"),
+    ("\\begin{pmatrix}2\\\\1\\end{pmatrix}", "(1,2)", "wrong"),
+    ("\\begin{pmatrix}1\\\\2\\\\3\\end{pmatrix}", "(1,2,3)", "correct"),
+    # spaces and commas inside numbers: a thin space or a comma between groups of three join them
+    ("1\u2009000", "1000", "correct"),
+    ("1\u202f000\u202f000", "1000000", "correct"),
+    ("1,000", "1000", "correct"),
+    ("12,345,678", "12345678", "correct"),
+    ("1,000, 7", {"all_of": ["1000", "7"]}, "correct"),
+    ("1,000, 7", "1000, 7", "correct"),
+    ("1, 000", "1000", "hedged"),  # a comma and a space list values: 1 and 0
+    ("(100,200)", "(100, 200)", "correct"),  # inside brackets a comma separates
+    # every alternative of a list gold is tried
+    ("2, -2", ["2", "2, -2"], "correct"),
+    ("2, -2", ["2, -2", "2"], "correct"),
+    ("2, 3", ["2", "3"], "hedged"),
+]
+
+SECOND_PASS = [  # an independent adversarial pass on the fail-closed reader: each row scored otherwise before its fix
+    # a choice letter, then something that lists: the letter and the values after it
+    ("(C) \\text{ or } 7", "C", "hedged"),
+    ("(C) or 7", "7", "hedged"),
+    ("(C); 7", "C", "hedged"),
+    ("\\textbf{(C)} \\\\ 7", "C", "hedged"),
+    ("(C) \\Rightarrow 7", "7", "hedged"),
+    ("\\text{C} \\text{ or } 7", "C", "hedged"),
+    ("\\textbf{(A)}\\ \\text{and}\\ \\sqrt{2}", "\\sqrt{2}", "hedged"),
+    ("(C) $ $ 4", "C", "hedged"),
+    # equations about different unknowns: a point only when commas or "and" join them
+    ("x = 5 \\text{ or } y = 7", "(5, 7)", "hedged"),
+    ("a = 1 \\lor b = 2", "(1, 2)", "hedged"),
+    ("x = 2 \\Rightarrow y = 3", "(2, 3)", "unread"),
+    ("x = 1 \\\\ y = 2", "(1, 2)", "unread"),
+    # a percent sign on a number alone, its places kept
+    ("0.2, 30\\%", "20, 30", "unread"),
+    ("\\{0.2, 30\\%\\}", "20, 30", "unread"),
+    ("0.2 + 0\\%", "20", "unread"),
+    ("5 + 5\\%", "505", "unread"),
+    ("14.2857\\%", "\\frac{100}{7}", "correct"),
+    ("33.33\\%", "33.3\\%", "correct"),
+    ("33.3\\%", "33.33\\%", "wrong"),
+    # a unit: its power is 2 or 3; its words a measure, a power, "per", or one counted noun; compared by meaning
+    ("5 \\text{ m}^{or 7}", "5", "unread"),
+    ("5 \\text{ cm}^{2, 7}", "5", "unread"),
+    ("5 \\text{ cm}^{\\phantom 7}", "5", "unread"),
+    ("5 \\text{ cm}^{2}", "5", "correct"),
+    ("5 \\text{ per cent}", "5", "unread"),
+    ("5 \\text{ M}", "5", "unread"),
+    ("5 \\text{ G}", "5", "unread"),
+    ("5 \\text{ square root}", "5", "unread"),
+    ("8 \\text{ cube root}", "8", "unread"),
+    ("5 \\text{ hrs}", "5 \\text{ hours}", "correct"),
+    ("5 \\text{ ft}", "5 \\text{ feet}", "correct"),
+    ("5 \\text{ sq cm}", "5 \\text{ cm}^2", "correct"),
+    ("60 \\text{ kph}", "60 \\text{ km/h}", "correct"),
+    ("5 \\text{ cm}", "5 \\text{ m}", "wrong"),
+    # two numbers side by side, which the parser would add or multiply
+    ("3\\medspace 4", "7", "unread"),
+    ("{3}\\ 4", "7", "unread"),
+    ("(3)\\ 4", "7", "unread"),
+    ("\\$5 \\$7", "12", "unread"),
+    ("\\frac{3}{1}\\ \\frac{4}{1}", "7", "unread"),
+    ("7\\ \\boxed{5}", "12", "unread"),
+    ("{3}4", "7", "unread"),
+    (".3 .4", "0.12", "unread"),
+    ("3\\frac{1}{2}", "3.5", "correct"),  # a mixed number stays one
+    # a set of sets is no list of values
+    ("\\{\\{4\\}\\}", "4", "unread"),
+    ("\\{\\emptyset\\}", "\\emptyset", "unread"),
+    ("\\{\\{1, 2\\}, \\{3\\}\\}", "1, 2, 3", "unread"),
+    # inequalities listed apart are several values; "and" beside "or" is not read
+    ("x \\geq 3 \\\\ x \\geq 1", "[3, \\infty)", "hedged"),
+    ("x \\geq 3; x \\geq 1", "[3, \\infty)", "hedged"),
+    ("x > 1 \\text{ and } x < 3 \\text{ or } x > 5", "\\emptyset", "unread"),
+    # values written with another letter or unit are other values
+    ("(C) | (C)\\ 7", "\\textbf{(C)}\\ 5", "hedged"),
+    ("5 | 5 \\text{ cm}", "5 \\text{ m}", "hedged"),
+    # characters the parser drops or misreads; colour arguments; several \pm
+    ("7'", "7", "unread"),
+    ("5'7''", "57", "unread"),
+    ("\\frac 123", "\\frac{1}{23}", "unread"),
+    ("\\frac12", "\\frac{1}{2}", "correct"),
+    ("4\x00", "4", "unread"),
+    ("\\colorbox{or 9}{4}", "4", "unread"),
+    ("\\fcolorbox{7}{or 9}{5}", "5", "unread"),
+    ("\\colorbox{yellow}{5}", "5", "correct"),
+    ("\\pm 2 \\pm 3", "\\pm 5", "unread"),
+    # correct forms
+    ("x \\in \\{5\\} \\cup \\{7\\}", "5, 7", "correct"),
+    ("0{,}5", "0.5", "correct"),
+    ("3{,}14", "3.14", "correct"),
+    ("\\textbf{x = 5}", "5", "correct"),
+    ("\\text{5 cm}", "5", "unread"),  # words and numbers in one text (before: 5 * c * m, wrong)
+    ("\\text{five}", "5", "unread"),
+    ("(x, y) = (1, 2)", "(1, 2)", "unread"),  # before: wrong
+    ("x_1 = 2, x_2 = 3", "2, 3", "unread"),  # the roots, or a point? (before: a point, wrong)
+]
+
+THIRD_PASS = [  # a further independent adversarial pass on the fail-closed reader: each row scored otherwise before
+    # choice letters with a value between them
+    ("(C) \\text{ or } 7 \\text{ or } (C)", "C", "unread"),
+    ("(C)\\ 7 \\text{ or } (C)", "\\textbf{(C)}\\ 5", "unread"),
+    ("(C) \\to 7 \\to (C)", "C", "unread"),
+    ("\\textbf{(C)}\\ 5 \\textbf{(C)}", "\\textbf{(C)}\\ 7", "unread"),
+    ("\\text{Answer: } (C)", "C", "correct"),
+    ("\\textit{(C)}", "C", "correct"),
+    # "and/or", connectives inside brackets, equations inside a tuple
+    ("x = 5 \\text{ and/or } y = 7", "(5, 7)", "unread"),
+    ("x = 5 \\text{ and, or } y = 7", "(5, 7)", "unread"),
+    ("(x = 5 or y = 7)", "(5, 7)", "unread"),
+    ("{a = 1 or b = 2}", "(1, 2)", "unread"),
+    ("(5 or 7)", "(5, 7)", "unread"),
+    ("[5 and 7]", "[5, 7]", "unread"),
+    ("(x = 5, x = 7)", "(5, 7)", "unread"),
+    ("x < 1 \\text{ and/or } x > 2", "\\emptyset", "unread"),
+    ("x == 5", "5", "unread"),
+    # a percent sign is written otherwise than the number: two values
+    ("20\\% | 0.2 | 20", "20", "hedged"),
+    ("20\\% \\text{ or } 20 \\text{ or } 0.2", "0.2", "hedged"),
+    ("5\\% | 5 | 0.05", "0.05", "hedged"),
+    # a dollar or a degree sign is a unit; a degree sign inside a value is not read
+    ("5 \\text{ radians}", "5^\\circ", "wrong"),
+    ("5 \\text{ cents}", "\\$5", "wrong"),
+    ("90^\\circ", "90", "correct"),
+    ("90^{\\circ}", "90^\\circ", "correct"),
+    ("\\$5", "5 \\text{ dollars}", "correct"),
+    ("\\sin 30^\\circ", "\\frac{1}{2}", "unread"),
+    ("5 \\text{ m}^3_{7}", "5_7", "unread"),
+    # numeric atoms side by side: a product, a sum, or two values?
+    ("(2)(3)", "5", "unread"),
+    ("2(3)", "5", "unread"),
+    ("-2(3)", "-5", "unread"),
+    ("5{7}", "12", "unread"),
+    ("[5][7]", "12", "unread"),
+    ("5^\\circ 7", "12", "unread"),
+    ("\\frac{1}{2}3", "\\frac{3}{2}", "unread"),
+    ("4(\\frac{1}{2})", "\\frac{9}{2}", "unread"),
+    ("(3)\\frac{1}{2}", "\\frac{7}{2}", "unread"),
+    ("5\\$7", "57", "unread"),
+    (".5.7", "0.35", "unread"),
+    ("5{,}7{,}9", "5.13", "unread"),
+    ("|5| 7", "35", "unread"),
+    ("5! 7", "840", "unread"),
+    ("\\lfloor 5 \\rfloor 7", "35", "unread"),
+    ("\\frac{5}{1}{7}", "5", "unread"),
+    ("2(x+1)", "2x+2", "correct"),  # with a letter: a product, as the parser reads it
+    ("\\sqrt{2}\\sqrt{3}", "\\sqrt{6}", "correct"),
+    ("\\log_{2} 8", "3", "correct"),  # a function applies to what follows
+    ("\\sin^{2} 3", "\\sin^{2} 3", "correct"),
+    # sets holding sets, however written
+    ("\\{[4,4]\\}", "4", "unread"),
+    ("\\{[4,7]\\}", "[4, 7]", "unread"),
+    ("\\{5\\} \\cup \\{7\\} \\cup \\{9\\}", "5, 7, 9", "correct"),
+    ("5, 7, 9", "\\{5\\} \\cup \\{7\\} \\cup \\{9\\}", "correct"),
+    # thousands as MATH writes them
+    ("10,\\!000", "10000", "correct"),
+    ("10000", "10,\\!000", "correct"),
+    ("\\$32,\\!348", "32348", "correct"),
+    ("1,\\!000,\\!000", "1000000", "correct"),
+    ("1\u2007000", "1000", "correct"),
+]
+
+FOURTH_PASS = [  # a fourth independent adversarial pass on the fail-closed reader: each row scored otherwise before
+    # a unit ends its value
+    ("5\\text{m}7", "57", "unread"),
+    ("3\\text{ ft }6", "36", "unread"),
+    ("2\\text{ dollars }50", "250", "unread"),
+    ("5\\text{ cm}.7", "5.7", "unread"),
+    ("-5\\text{ cm}-7", "-12", "unread"),
+    ("(C)\\ 5 \\text{ cm}", "C", "correct"),
+    # plus and minus typed as two signs
+    ("5 +- 2", "3", "unread"),
+    ("5 -+ 2", "3", "unread"),
+    # an inequality whose solutions are a few points states each of them
+    ("(x-5)^2(x-7)^2 \\le 0", "(5, 7)", "hedged"),
+    ("(x-5)^2(x-7)^2 \\le 0", "5", "hedged"),
+    ("(x-5)^2(x-7)^2 \\le 0", "5, 7", "correct"),
+    # a solution set is no point; tuples and intervals compare entry by entry, by the rules for numbers
+    ("5 < x < 7", "x = 5, y = 7", "wrong"),
+    ("(0.0000004, 1)", "(0.0000001, 1)", "wrong"),
+    ("(1, 2]", "[1,2]", "wrong"),
+    # a float gold that is a whole number is that number
+    ("11.96", 12.0, "wrong"),
+    ("12", 12.0, "correct"),
+    # digit groups: not inside an exponent, not after a comma and a wide space
+    ("2^2\\,000", "2^{2000}", "unread"),
+    ("2,\\;500", "2500", "hedged"),
+    # numbers side by side: refused where the parser adds, kept where it multiplies as a reader does
+    ("3\\frac{6}{2}", "6", "unread"),
+    ("\\vert 5 \\vert 7", "35", "unread"),
+    ("2(\\sqrt{2}+1)", "2\\sqrt{2}+2", "correct"),
+    ("2\\sqrt{2}+2", "2(\\sqrt{2}+1)", "correct"),
+    ("\\frac{\\sqrt{5}-1}{2}", "\\frac{1}{2}(\\sqrt{5}-1)", "correct"),
+    ("4(2-\\sqrt{3})", "8-4\\sqrt{3}", "correct"),
+    ("(1+2)(3+4)", "21", "correct"),
+    # an exact answer whose decimal expansion ends answers a decimal gold only when equal to it
+    ("\\frac{1}{4}", "0.3", "wrong"),
+    ("\\frac{13}{40}", "0.3", "wrong"),
+    ("\\frac{3}{10}", "0.3", "correct"),
+]
+
+TABLE = (HEDGES + SEVERAL_BOXES + LISTS_SETS_INTERVALS_TUPLES + CHOICES + PLAIN + FROM_REVIEW + MEANING + SECOND_PASS
+         + THIRD_PASS + FOURTH_PASS)
 OUTCOMES = {"correct": (1.0, 0.0, 0.0), "hedged": (0.0, 1.0, 0.0), "wrong": (0.0, 0.0, 0.0), "unread": (0.0, 0.0, 1.0)}
 REWARD = MathLengthReward()
 

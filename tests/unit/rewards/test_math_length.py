@@ -69,7 +69,6 @@ def test_every_box_after_the_reasoning_is_the_answer_and_none_before():
     "</think> The answer is \\boxed7 or \\boxed{5}",
     "</think> \\fbox 7, \\boxed{5}",
     "</think> \\framebox{7} \\boxed{5}",
-    "</think> \\framebox[2cm]{7} \\boxed{5}",
     "</think> \\colorbox{yellow}{7} \\boxed{5}",
     "</think> \\fcolorbox{red}{yellow}{7} \\boxed{5}",
     "</think> \\boxed{7}. Hmm. </think> \\boxed{5}",  # a second </think> does not hide the boxes before it
@@ -78,6 +77,14 @@ def test_every_box_command_of_the_answer_counts(response):
     # Before: only \boxed{...} and \fbox{...} with braces were found, after the last </think>: the 7 went unseen
     result = score(response, "5")
     assert (result["correct"], result["hedged"]) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("response", ["</think> \\framebox[2cm]{7} \\boxed{5}", "</think> \\boxed[7]{5}",
+                                      "</think> \\boxed{5} \\bbox[7]{5}"])
+def test_a_box_with_an_optional_argument_is_not_read(response):
+    # Before: the optional argument was skipped, and \boxed[7]{5} was credited for a gold of 5
+    result = score(response, "5")
+    assert (result["correct"], result["hedged"], result["verify_failed"]) == (0.0, 0.0, 1.0)
 
 
 def test_a_box_that_never_closes_is_not_read():
@@ -192,13 +199,15 @@ def test_a_check_that_runs_past_timeout_s_counts_as_not_made_and_the_checker_rec
     assert score("</think> \\boxed{4}")["correct"] == 1.0
 
 
-def test_verl_s_compute_score_scores_with_a_reward_of_its_own_and_stops_its_checker_processes():
-    before = set(_checker_processes())
-    # timeout_s covers the check, not the start of the call's own checker process (it imports sympy and
+def test_verl_s_compute_score_scores_directly_and_names_the_reward_the_manager_makes(monkeypatch):
+    monkeypatch.setattr(math_length, "_direct", math_length._DirectReward())  # a first direct call, as in a script
+    # timeout_s covers the check, not the start of the shared reward's checker processes (they import sympy and
     # math-verify: at least half a second); before, a busy machine scored a correct answer not checked.
-    result = compute_score("math", "</think> \\boxed{4}", "4", {"response_length": 3}, max_length=2, timeout_s=0.2)
+    try:
+        result = compute_score("math", "</think> \\boxed{4}", "4", {"response_length": 3}, max_length=2, timeout_s=0.2)
+    finally:
+        math_length._direct.close()  # the tests at the end of this file cover what the shared reward guarantees
     assert (result["correct"], result["length"], result["verify_failed"]) == (1.0, 0.0, 0.0)
-    assert set(_checker_processes()) - before == set()  # nothing left running after the call
     assert compute_score.reward_class is MathLengthReward  # what the gdpo_verl reward manager makes one of
 
 
@@ -574,5 +583,236 @@ def test_a_percentage_is_read_by_the_parser_for_antlr_4_9_3():
     # a variable: every percentage raised AttributeError and was not read (the answer table's rows with \%).
     from gdpo_verl.rewards import answers
 
-    assert [(str(value.expr), value.percent) for value in answers.read("20\\%")] == [("20*(1/100)", True)]
+    assert [(str(value.expr), value.percent) for value in answers.read("20\\%")] == [("1/5", True)]
     assert score("</think> \\boxed{20\\%}", "20")["correct"] == 1.0
+
+
+# ------------------------------------------------------------------------------------- speed: what it may not change
+
+
+def test_a_checker_process_reads_a_text_once_and_keeps_unreadable_outcomes_by_the_exact_text():
+    import sympy
+
+    from gdpo_verl.rewards import answers
+
+    reads = []
+
+    def read(text):
+        reads.append(text)
+        if text == "?":
+            raise answers.Unreadable("it states no value")
+        if text == "!":
+            raise ZeroDivisionError("sympy raised")
+        return [answers.Value(sympy.Integer(text))]
+
+    kept = verifier._Readings(read)
+    assert kept.get("4") == kept.get("4") == ([answers.Value(sympy.Integer(4))], None)
+    assert kept.get(" 4")[0] == [answers.Value(sympy.Integer(4))]  # another text: read again
+    assert kept.get("?") == kept.get("?") == (None, "it states no value")  # the outcome Unreadable is kept too
+    for _ in range(2):
+        with pytest.raises(ZeroDivisionError):  # any other exception is not kept: raised every time
+            kept.get("!")
+    assert reads == ["4", " 4", "?", "!", "!"]
+
+
+def test_a_checker_process_s_readings_are_bounded_by_their_characters_and_numbers():
+    import sympy
+
+    from gdpo_verl.rewards import answers
+
+    reads = []
+
+    def read(text):
+        reads.append(text)
+        return [answers.Value(sympy.Integer(10) ** 2000 if text == "huge" else sympy.Integer(len(text)))]
+
+    kept = verifier._Readings(read, max_chars=10)
+    for text in ["aaaa", "bbbb", "aaaa", "cccc"]:  # the least recently used goes first: bbbb
+        kept.get(text)
+    assert len(kept) == 2 and reads == ["aaaa", "bbbb", "cccc"]
+    kept.get("bbbb")
+    kept.get("x" * 11)  # longer than the bound: not kept
+    kept.get("huge")  # a number of 2,001 digits: not kept
+    kept.get("huge")
+    assert reads == ["aaaa", "bbbb", "cccc", "bbbb", "x" * 11, "huge", "huge"]
+
+
+def test_a_kept_reading_gives_the_verdict_of_a_first_reading():
+    # the second round of checks is answered from the checker process's kept readings
+    checks = [("[18, \\infty)", ["x \\geq 18"]), ("[18, \\infty)", ["(18, \\infty)"]), ("(2, -1)", ["(2,-1)"]),
+              ("(2, -1)", ["(-1, 2)"]), ("\\frac{3\\pi}{7}", ["\\frac{3}{7}\\pi"]), ("5", ["7 \\\\ 5"]),
+              ("5", ["x +"]), ("2", ["2", "2.0"]), ("2", ["2", "3"])]
+    checker = AnswerChecker(workers=1)
+    try:
+        rounds = [[checker.check(gold, given, Deadline.after(10)) for gold, given in checks] for _ in range(2)]
+        unreadable_gold = []
+        for _ in range(2):
+            with pytest.raises(ValueError, match="cannot be read as values") as raised:
+                checker.check("x +", ["7"], Deadline.after(10))
+            unreadable_gold.append(str(raised.value))
+    finally:
+        checker.close()
+    assert rounds[0] == rounds[1]
+    assert [verdict.value for verdict in rounds[0]] == [True, False, True, False, True, False, None, True, False]
+    assert rounds[0][5].hedged and rounds[0][8].hedged and "not read" in rounds[0][6].why
+    assert unreadable_gold[0] == unreadable_gold[1]
+
+
+def test_a_process_that_comes_free_goes_to_the_call_that_waited_longest():
+    # Before: the thread that had just finished a check took the process back before the woken call could; with
+    # one thread checking back to back, another call waited out its whole deadline ("no checker process free").
+    checker = AnswerChecker(workers=1)
+    checker.start()
+    done = threading.Event()
+
+    def back_to_back():
+        for n in range(12):  # each about half a second; a text of its own, so none is answered from a kept reading
+            if done.is_set():
+                return
+            checker.check(str(n), ["(" * 6 + str(n) + ")" * 6], Deadline.after(10))
+
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            busy = pool.submit(back_to_back)
+            time.sleep(0.1)  # the first slow check holds the process
+            verdict = checker.check("4", ["4"], Deadline.after(3))
+            done.set()
+            busy.result(timeout=60)
+    finally:
+        checker.close()
+    assert verdict.value is True, verdict.why
+
+
+def test_direct_calls_of_compute_score_share_one_reward_and_start_no_process(monkeypatch):
+    direct = math_length._DirectReward()
+    monkeypatch.setattr(math_length, "_direct", direct)
+    started = []
+
+    class Counted(verifier._Worker):
+        def __init__(self):
+            started.append(self)
+            super().__init__()
+
+    try:
+        assert compute_score("math", "</think> \\boxed{4}", "4", {"response_length": 3})["correct"] == 1.0
+        reward = direct.get()
+        monkeypatch.setattr(verifier, "_Worker", Counted)
+        for answer, correct in [("4", 1.0), ("5", 0.0), ("\\frac{8}{2}", 1.0), ("(4, 4)", 0.0)]:
+            result = compute_score("math", f"</think> \\boxed{{{answer}}}", "4", {"response_length": 3})
+            assert result["correct"] == correct
+        assert started == [] and direct.get() is reward
+    finally:
+        direct.close()
+
+
+def test_direct_calls_from_several_threads_at_once_make_one_reward(monkeypatch):
+    direct = math_length._DirectReward()
+    monkeypatch.setattr(math_length, "_direct", direct)
+    made = []
+
+    class Slow(MathLengthReward):  # slow to make: calls that raced past an unlocked check would each make one
+        def __init__(self):
+            made.append(self)
+            time.sleep(0.2)
+            super().__init__()
+
+    monkeypatch.setattr(math_length, "MathLengthReward", Slow)
+    together = threading.Barrier(8)
+
+    def call(n):
+        together.wait(timeout=10)
+        return compute_score("math", f"</think> \\boxed{{{n}}}", "4", {"response_length": 1})["correct"]
+
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(call, range(8)))
+    finally:
+        direct.close()
+    assert results == [1.0 if n == 4 else 0.0 for n in range(8)]
+    assert len(made) == 1
+    assert compute_score.reward_class is not Slow  # the reward manager's class is fixed at import
+
+
+EXITS = r"""
+import atexit, json, os
+from pathlib import Path
+
+def checkers():
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == os.getpid() and b"gdpo_verl.rewards.verifier" in command:
+            found.append(int(entry.name))
+    return found
+
+pids = []
+# registered before the module's own hook, so it runs after it (last in, first out), while this process and its
+# pipes still exist: only the hook can have stopped the checker processes by then
+atexit.register(lambda: print(json.dumps({"pids": pids, "after_exit_hooks": checkers()}), flush=True))
+from gdpo_verl.rewards.math_length import compute_score
+assert compute_score("math", "</think> \\boxed{4}", "4", {"response_length": 3})["correct"] == 1.0
+pids.extend(checkers())
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds checker processes through /proc (Linux)")
+def test_a_script_that_calls_compute_score_and_exits_leaves_no_checker_process_running():
+    done = subprocess.run([sys.executable, "-c", EXITS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["pids"] and report["after_exit_hooks"] == []
+    for pid in report["pids"]:  # gone (a zombie has no command line)
+        command = Path(f"/proc/{pid}/cmdline")
+        assert not command.exists() or b"gdpo_verl.rewards.verifier" not in command.read_bytes()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+def test_a_forked_child_makes_its_own_direct_reward_and_leaves_the_parent_s_alone(monkeypatch):
+    import select
+    import signal
+
+    direct = math_length._DirectReward()
+    monkeypatch.setattr(math_length, "_direct", direct)
+    try:
+        assert compute_score("math", "</think> \\boxed{4}", "4", {"response_length": 3})["correct"] == 1.0
+        reward = direct.get()
+        reward.start()
+        parents = {process.pid for process in reward.checker.processes()}
+        reading, writing = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never back into pytest
+            code = 1
+            try:
+                os.close(reading)
+                forgot = direct._reward is None
+                correct = compute_score("math", "</think> \\boxed{4}", "4", {"response_length": 3})["correct"]
+                own = direct.get()
+                own.start()
+                pids = [process.pid for process in own.checker.processes()]
+                direct.close()  # its own processes; the parent's are not its to close
+                os.write(writing, json.dumps({"forgot": forgot, "correct": correct, "pids": pids}).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(writing)
+        try:
+            if not select.select([reading], [], [], 60)[0]:
+                os.kill(pid, signal.SIGKILL)
+                pytest.fail("the forked child did not report within 60 s")
+            report = json.loads(os.read(reading, 65536) or b"null")
+        finally:
+            os.close(reading)
+            os.waitpid(pid, 0)  # it has written its report, its last act, or was killed
+        assert report is not None, "the forked child failed before its report"
+        assert report["forgot"] and report["correct"] == 1.0
+        assert report["pids"] and not set(report["pids"]) & parents
+        assert all(process.poll() is None for process in reward.checker.processes())  # the parent's still run
+        assert {process.pid for process in reward.checker.processes()} == parents
+        assert direct.get() is reward
+        assert compute_score("math", "</think> \\boxed{5}", "5", {"response_length": 3})["correct"] == 1.0
+    finally:
+        direct.close()
