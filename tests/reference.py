@@ -118,8 +118,10 @@ def reference_variants(scores, valid, index, weights=None, *, applies=None, base
             group = members[index[b]]
             summed[b] *= (sum(keep[m] for m in group) / len(group)) * keep[b]
 
+    # a response no reward applies to is paid nothing and is left out of the batch statistics
+    keep = [keep[b] and any(applies[name][b] for name in names) for b in range(size)]
     if batch_norm == "none":
-        return summed
+        return [a if keep[b] else 0.0 for b, a in enumerate(summed)]
     counts = [(n if batch_norm == "token" else float(n > 0)) * keep[b] for b, n in enumerate(valid)]
     total = sum(counts)
     if total < 2:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from gdpo_verl.core.checks import finite_number
-from gdpo_verl.core.conditions import Condition, apply_conditions, check_conditions
+from gdpo_verl.core.conditions import Condition, applies_under_conditions, apply_conditions, check_conditions
 from gdpo_verl.core.variants import (
     ADAPTIVE_WEIGHTS, BASELINES, CONFLICTS, DEFAULT_CONFLICT_THRESHOLD, conflict_keep, group_kept_fraction, saw_weights,
 )
@@ -126,6 +126,10 @@ class GdpoParts:
         applies: ``(B, K)`` bool, where each reward applies (a reward that does not is left out of its group).
         keep: ``(B,)`` bool, the responses ``conflict`` kept (all True without it); a masked one's ``final`` is 0.
         base_weights: ``(K,)`` float64 the configured weights (``weights`` divided by SAW's).
+        rewarded: ``(B,)`` bool, the responses some reward applies to (all True when every reward applies
+            everywhere). One that no reward applies to is paid nothing: its ``final`` is exactly 0, and it takes no
+            part in step 3's statistics (as a response ``conflict`` masks).
+        estimator: ``"gdpo"``, or ``"corrgrpo"`` for ``gdpo_verl.core.corrgrpo`` (no step 3: ``final`` is ``summed``).
 
     With ``Sessions``, B counts sessions (their last outputs) everywhere but in ``advantages``, which has a row
     for every output.
@@ -148,6 +152,8 @@ class GdpoParts:
     applies: torch.Tensor | None = None
     keep: torch.Tensor | None = None
     base_weights: torch.Tensor | None = None
+    rewarded: torch.Tensor | None = None
+    estimator: str = "gdpo"
 
     @property
     def conditions(self) -> tuple[Condition, ...]:
@@ -194,11 +200,7 @@ def gdpo_outcome_parts(
     group, num_groups = group_ids(index, raw_scores.shape[0], raw_scores.device)
 
     rewards = apply_conditions(raw_scores, names, options.conditions, applied)
-    if applied is not None and options.conditions:  # a condition on a reward that does not apply: neither does this
-        gated = applied.clone()
-        for condition in options.conditions:
-            gated[:, names.index(condition.reward)] &= applied[:, names.index(condition.given)]
-        applied = gated
+    applied = applies_under_conditions(applied, names, options.conditions)
     normalized = group_normalize(rewards, group, num_groups, norm_by_std=options.norm_by_std, eps=options.eps,
                                  applies=applied, baseline=options.baseline)  # step 1
     weight = base_weight.to(normalized.device)
@@ -210,7 +212,11 @@ def gdpo_outcome_parts(
     if options.conflict != "none":
         keep = conflict_keep(contributions, options.conflict, options.conflict_threshold)
         summed = summed * group_kept_fraction(keep, group, num_groups) * keep
-    final, batch_mean, batch_scale = batch_normalize(summed, valid_tokens, options.batch_norm, options.eps, keep)  # 3
+    # a response no reward applies to is paid nothing: out of step 3's statistics, like one conflict masked
+    rewarded = torch.ones_like(group, dtype=torch.bool) if applied is None else applied.any(dim=1)
+    counted = keep if bool(rewarded.all()) else rewarded if keep is None else keep & rewarded
+    final, batch_mean, batch_scale = batch_normalize(summed, valid_tokens, options.batch_norm, options.eps,
+                                                     counted)  # step 3
     _check_finite(final)
 
     return GdpoParts(
@@ -218,18 +224,20 @@ def gdpo_outcome_parts(
         summed=summed, final=final, batch_mean=batch_mean, batch_scale=batch_scale, group=group,
         num_groups=num_groups, valid_tokens=valid_tokens, options=options, applies=applied,
         keep=torch.ones_like(group, dtype=torch.bool) if keep is None else keep, base_weights=base_weight,
+        rewarded=rewarded,
     )
 
 
 def gdpo_parts(
     rewards: Mapping[str, torch.Tensor], response_mask: torch.Tensor, index: Any,
     weights: Mapping[str, float] | None = None, *, sessions: Sessions | None = None,
-    applies: Mapping[str, torch.Tensor] | None = None, **options: Any,
+    applies: Mapping[str, torch.Tensor] | None = None, outcome: Any = None, **options: Any,
 ) -> GdpoParts:
     """``gdpo_advantage`` with its intermediate values; same arguments, and ``sessions`` for multi-output agent
     sessions (``Sessions``; None: every row is a response of its own). The whole step: the mask checked, outcome
     scores, the three steps, the ``(B, T)`` advantages. ``applies``: reward name -> ``(B,)`` bool, False where
-    that reward does not apply to the response (its score there is ignored)."""
+    that reward does not apply to the response (its score there is ignored). ``outcome``: the per-response
+    computation, ``gdpo_outcome_parts`` (None) or another with its arguments (``corrgrpo.corrgrpo_outcome_parts``)."""
     names = _check_rewards(rewards, response_mask)
     output = output_buffer(response_mask)  # becomes the advantages (expand_advantages)
     scores = outcome_scores(rewards, names, output)
@@ -240,8 +248,8 @@ def gdpo_parts(
         scores, valid_tokens = scores[rows], valid_tokens[rows]
         index = index[rows.to(index.device)] if isinstance(index, torch.Tensor) else np.asarray(index)[rows.tolist()]
         applies = {name: torch.as_tensor(mask)[rows.to(torch.as_tensor(mask).device)] for name, mask in applies.items()}
-    parts = gdpo_outcome_parts(dict(zip(names, scores.T, strict=True)), valid_tokens, index, weights,
-                               applies=applies or None, **options)
+    parts = (outcome or gdpo_outcome_parts)(dict(zip(names, scores.T, strict=True)), valid_tokens, index, weights,
+                                            applies=applies or None, **options)
     row_session = None if sessions is None else sessions.row_session
     return replace(parts, advantages=expand_advantages(parts.final, output, row_session))
 
@@ -468,8 +476,8 @@ def batch_normalize(
             ``(A - mean) * rsqrt(var + 1e-8)``. ``"sequence"`` — the paper's Eq. 6: every response with a
             valid token counts once, ``(A - mean) / (std + eps)`` with the unbiased std. ``"none"`` — unchanged.
         eps: added to the std in ``"sequence"`` mode.
-        keep: ``(B,)`` bool, the responses the statistics are taken over (GD2PO's kept responses; the others get
-            0). With fewer than 2 kept units there is nothing to normalize: every value is 0.
+        keep: ``(B,)`` bool, the responses the statistics are taken over (GD2PO's kept responses, and those some
+            reward applies to; the others get 0). With fewer than 2 kept units there is nothing to normalize: every value is 0.
 
     Returns:
         ``(normalized (B,) float64, mean, scale)`` with ``normalized = (advantages - mean) / scale`` (0 outside

@@ -54,3 +54,15 @@ def apply_conditions(
             keep &= applies[:, given]
         gated[:, column[condition.reward]] *= keep.to(scores.dtype)
     return gated
+
+
+def applies_under_conditions(applied: torch.Tensor | None, names: Sequence[str],
+                             conditions: Sequence[Condition]) -> torch.Tensor | None:
+    """``applied`` ``(B, K)`` with each conditioned reward not applying where its ``given`` reward does not (a
+    condition on a reward that does not apply: neither does the conditioned one); None stays None."""
+    if applied is None or not conditions:
+        return applied
+    gated = applied.clone()
+    for condition in conditions:
+        gated[:, names.index(condition.reward)] &= applied[:, names.index(condition.given)]
+    return gated

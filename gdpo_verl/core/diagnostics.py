@@ -19,6 +19,7 @@ PREFIX = "gdpo/"
 MEAN, RAW_MEAN, ZERO_VAR, CONTRIBUTION = "mean", "raw_mean", "zero_var_group_frac", "adv_contribution_std"
 APPLIES, WEIGHT = "applies_frac", "weight"
 CONFLICT_MASKED = PREFIX + "conflict_masked_frac"
+UNREWARDED = PREFIX + "unrewarded_frac"
 CANCELLED = PREFIX + "cancelled_group_frac"
 SIGN_CONFLICT = PREFIX + "sign_conflict_frac"
 DISTINCT = PREFIX + "distinct_adv_per_group"
@@ -57,6 +58,8 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
         weighted summed reward (the paper's advantage collapse, counted in the batch).
         ``gdpo/conflict_masked_frac`` (with ``conflict``): fraction of responses masked for conflicting rewards;
         cancelled groups are counted before the masking, distinct and collapsed advantages among the kept responses.
+        ``gdpo/unrewarded_frac``: fraction of responses no reward applies to (advantage 0, out of step 3's
+        statistics); distinct and collapsed advantages are counted without them.
     """
     keep = parts.valid_tokens > 0
     if not bool(keep.all()):
@@ -88,6 +91,8 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
         metrics[reward_metric(name, CONTRIBUTION)] = contribution_std[k]
     if parts.options.conflict != "none" and parts.keep is not None:
         metrics[CONFLICT_MASKED] = (~parts.keep).to(torch.float64).mean().item()
+    rewarded = parts.rewarded
+    metrics[UNREWARDED] = 0.0 if rewarded is None else (~rewarded).to(torch.float64).mean().item()
 
     any_varies = varies.any(dim=1)
     largest_term = _group_abs_max(contributions.abs().amax(dim=1), group, num_groups)
@@ -107,8 +112,12 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
     # A reward that does not apply is a value of its own (its score there is 0, like a real 0).
     rows = parts.scores if applies is None else torch.cat([parts.scores, applies.to(torch.float64)], dim=1)
     row_ids = _row_ids(rows).to(torch.float64)
-    # Responses GD2PO masked (advantage 0) are left out of the counts: their 0 is no advantage they earned.
-    kept = parts.keep if parts.keep is not None and not bool(parts.keep.all()) else None
+    # Responses GD2PO masked, and those no reward applies to (advantage 0), are left out of the counts: their 0 is no
+    # advantage they earned.
+    kept = parts.keep if parts.keep is not None else None
+    if rewarded is not None:
+        kept = rewarded if kept is None else kept & rewarded
+    kept = kept if kept is not None and not bool(kept.all()) else None
     if kept is not None:
         row_ids, group, grpo, final = row_ids[kept], group[kept], grpo[kept], parts.final[kept]
     else:
@@ -202,6 +211,7 @@ def _select(parts: GdpoParts, keep: torch.Tensor) -> GdpoParts:
         valid_tokens=parts.valid_tokens[keep],
         applies=None if parts.applies is None else parts.applies[keep],
         keep=None if parts.keep is None else parts.keep[keep],
+        rewarded=None if parts.rewarded is None else parts.rewarded[keep],
     )
 
 

@@ -27,6 +27,7 @@ import torch
 
 from gdpo_verl.core.advantage import BATCH_NORMS, DEFAULT_BATCH_NORM, DEFAULT_EPS, GdpoParts, gdpo_outcome_parts
 from gdpo_verl.core.checks import is_reward_value
+from gdpo_verl.core.corrgrpo import AUTHORS_NAME, ESTIMATOR as CORRGRPO, corrgrpo_outcome_parts
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.jsonl import NotRegularFile, iter_jsonl, open_regular
 from gdpo_verl.core.variants import ADAPTIVE_WEIGHTS, BASELINES, CONFLICTS, DEFAULT_CONFLICT_THRESHOLD, weights_at
@@ -41,6 +42,8 @@ _STEP = re.compile(rb'\{"format": "[^"]*", "step": (\d+)')
 MAX_WHOLE = 2**53
 # The options beyond the paper's, each written to a record (a record without one was computed with its default).
 VARIANT_OPTIONS = ("baseline", "conflict", "conflict_threshold", "adaptive_weights")
+# What computed a step: "gdpo" (gdpo_outcome_parts), or CorrGRPO (gdpo_verl.core.corrgrpo).
+ESTIMATORS = ("gdpo", CORRGRPO)
 
 logger = logging.getLogger("gdpo_verl")
 
@@ -60,11 +63,13 @@ class StepRecord:
     conflict_threshold: float = DEFAULT_CONFLICT_THRESHOLD
     adaptive_weights: str = "none"
     source: str = ""  # "<file>:<line>" it was read from, for error messages
+    estimator: str = "gdpo"  # or "corrgrpo" (a record without the field is GDPO's)
 
     @property
     def options(self) -> dict[str, Any]:
-        """The keyword options of ``gdpo_outcome_parts`` the step was computed with."""
-        return {name: getattr(self, name) for name in (*VARIANT_OPTIONS, "norm_by_std", "batch_norm", "eps")}
+        """The keyword options of ``gdpo_outcome_parts`` the step was computed with, and ``estimator``."""
+        return {name: getattr(self, name)
+                for name in (*VARIANT_OPTIONS, "norm_by_std", "batch_norm", "eps", "estimator")}
 
 
 def example_path() -> Path:
@@ -99,6 +104,7 @@ class RecordWriter:
             "batch_norm": options.batch_norm,
             "eps": options.eps,
             **{name: getattr(options, name) for name in VARIANT_OPTIONS},
+            "estimator": parts.estimator,
         }
         path = directory / RECORD_FILE
         try:
@@ -328,6 +334,9 @@ def _from_record(path: Path, number: int, row: dict, rewards: Sequence[str] | No
         if not isinstance(value, str) or value not in allowed:
             raise ValueError(f"{where}: {name} must be one of {allowed}; got {_describe(value)}.")
         variants[name] = value
+    estimator = row.get("estimator", ESTIMATORS[0])
+    if not isinstance(estimator, str) or estimator not in ESTIMATORS:
+        raise ValueError(f"{where}: estimator must be one of {ESTIMATORS}; got {_describe(estimator)}.")
     threshold = row.get("conflict_threshold", DEFAULT_CONFLICT_THRESHOLD)
     if not _is_finite(threshold) or not 0 <= threshold <= 1:
         raise ValueError(f"{where}: conflict_threshold must be a finite number from 0 to 1; got "
@@ -344,6 +353,7 @@ def _from_record(path: Path, number: int, row: dict, rewards: Sequence[str] | No
         conflict_threshold=float(threshold),
         **variants,
         source=where,
+        estimator=estimator,
     )
 
 
@@ -384,8 +394,9 @@ def _from_verl_dump(path: Path, rows: Iterator[tuple[int, Any]], rewards: Sequen
 
 
 def step_parts(record: StepRecord, overrides: dict[str, Any] | None = None) -> GdpoParts:
-    """Recompute GDPO for one step from its record (per-response values only); ``overrides``: options to compute
-    it with instead of the record's (keyword options of ``gdpo_outcome_parts``; ``weights`` may hold schedules,
+    """Recompute GDPO for one step from its record (per-response values only), or CorrGRPO where the record's
+    ``estimator`` (or ``overrides["estimator"]``) is "corrgrpo"; ``overrides``: options to compute it with instead
+    of the record's (keyword options of ``gdpo_outcome_parts``, and ``estimator``; ``weights`` may hold schedules,
     read at the record's step)."""
     overrides = dict(overrides or {})
     options = {**record.options, **overrides}
@@ -402,7 +413,19 @@ def step_parts(record: StepRecord, overrides: dict[str, Any] | None = None) -> G
                    **weights_at(weights, record.step)}
     size = len(record.uid)
     lengths = record.response_length if record.response_length is not None else [1] * size
-    return gdpo_outcome_parts(
+    outcome = gdpo_outcome_parts
+    if record.estimator == CORRGRPO and "batch_norm" not in overrides:  # CorrGRPO has no batch step; GDPO's default
+        options["batch_norm"] = DEFAULT_BATCH_NORM
+    if options.pop("estimator", ESTIMATORS[0]) in (CORRGRPO, AUTHORS_NAME):
+        changed = [f"{name}={overrides[name]}" for name in ("baseline", "conflict", "conflict_threshold",
+                                                              "adaptive_weights") if name in overrides]
+        if changed:
+            raise ValueError(f"{', '.join(changed)}: GDPO's options, and step {record.step} is computed with CorrGRPO "
+                             "(its record's estimator, or --estimator corrgrpo), which has no place for them. Leave "
+                             "them out, or add --estimator gdpo.")
+        outcome = corrgrpo_outcome_parts
+        options = {name: options[name] for name in ("norm_by_std", "eps")}
+    return outcome(
         {name: values if None in values else torch.tensor(values, dtype=torch.float64)
          for name, values in record.rewards.items()},
         torch.tensor(lengths, dtype=torch.float64),

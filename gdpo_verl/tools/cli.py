@@ -90,10 +90,15 @@ def weights_json(text: str) -> dict:
 def estimator_options(command: argparse.ArgumentParser, records: bool) -> None:
     """The GDPO options of training (algorithm.gdpo.*, algorithm.gdpo_reward_weights), for a command that computes
     GDPO offline."""
+    from gdpo_verl.core.corrgrpo import AUTHORS_NAME
+    from gdpo_verl.core.records import ESTIMATORS
     from gdpo_verl.core.variants import ADAPTIVE_WEIGHTS, BASELINES, CONFLICTS
 
     given = " (default: the record's)" if records else ""
     group = command.add_argument_group("GDPO options, as algorithm.gdpo.* in training")
+    group.add_argument("--estimator", choices=(*ESTIMATORS, AUTHORS_NAME),
+                       help="algorithm.adv_estimator: gdpo, or corrgrpo (CorrGRPO, whose authors call it "
+                            f"grpo_covariance_coefficient; it takes --weights only){given or ' (default: gdpo)'}")
     group.add_argument("--baseline", choices=BASELINES, help=f"algorithm.gdpo.baseline{given}")
     group.add_argument("--conflict", choices=CONFLICTS, help=f"algorithm.gdpo.conflict (GD2PO){given}")
     group.add_argument("--conflict-threshold", type=float, metavar="TAU",
@@ -108,7 +113,7 @@ def estimator_options(command: argparse.ArgumentParser, records: bool) -> None:
 
 def chosen_options(args: argparse.Namespace) -> dict:
     """The estimator options given on the command line, as algorithm.gdpo names them."""
-    names = ("baseline", "conflict", "conflict_threshold", "adaptive_weights")
+    names = ("baseline", "conflict", "conflict_threshold", "adaptive_weights", "estimator")
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 

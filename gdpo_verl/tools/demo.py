@@ -2,8 +2,9 @@
 
 Each rollout is a JSON line with ``uid`` (its prompt group), ``response_length`` (tokens) and one
 numeric field per reward component. GRPO trains on the summed reward (verl's "grpo"); GDPO normalizes
-each component (verl's "gdpo", which this package registers). Both run through
-``verl.trainer.ppo.ray_trainer.compute_advantage`` on a real ``DataProto``.
+each component (verl's "gdpo", which this package registers); with ``estimator="corrgrpo"`` CorrGRPO stands in
+GDPO's place (the group-centred weighted sum over the rewards' correlation, this package's "corrgrpo"). Both run
+through ``verl.trainer.ppo.ray_trainer.compute_advantage`` on a real ``DataProto``.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from gdpo_verl.core.diagnostics import distinct_per_group
 from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.core.jsonl import read_jsonl
 from gdpo_verl.verl_adapter.batches import verl_advantages
-from gdpo_verl.verl_adapter import ESTIMATOR_NAME
+from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME
 
 RESERVED = ("uid", "response_length")
+# The estimators the demo sets beside GRPO (algorithm.adv_estimator), and how its report names each.
+LABELS = {ESTIMATOR_NAME: "GDPO", **dict.fromkeys(CORRGRPO_NAMES, "CorrGRPO")}
 # Longer responses would make the demo's (B, T) batch needlessly large; real ones are far shorter.
 MAX_RESPONSE_LENGTH = 131_072
 
@@ -82,9 +85,15 @@ def merged_pairs(uids: np.ndarray, combos: list[tuple], values: np.ndarray) -> i
 
 def run_demo(path: Path | None = None, out: TextIO | None = None, weights: Any = None,
              options: dict[str, Any] | None = None, step: int | None = None) -> dict[str, float]:
-    """``weights`` (``algorithm.gdpo_reward_weights``), ``options`` (``algorithm.gdpo``) and ``step`` (the trainer
-    step, where scheduled weights are read) configure GDPO as in training."""
+    """``weights`` (``algorithm.gdpo_reward_weights``), ``options`` (``algorithm.gdpo``; its ``estimator``, "gdpo" or
+    "corrgrpo", is ``algorithm.adv_estimator``) and ``step`` (the trainer step, where scheduled weights are read)
+    configure GDPO as in training. The summary's ``gdpo_*`` values are the chosen estimator's."""
     out = out or sys.stdout
+    options = dict(options or {})
+    estimator = options.pop("estimator", None) or ESTIMATOR_NAME
+    label = LABELS.get(estimator)
+    if label is None:
+        raise ValueError(f"estimator must be one of {sorted(LABELS)}; got {estimator!r}.")
     path = path or default_rollouts()
     rows, names = load_rollouts(path)
     uids = np.array([str(row["uid"]) for row in rows], dtype=object)
@@ -97,13 +106,14 @@ def run_demo(path: Path | None = None, out: TextIO | None = None, weights: Any =
         if unknown:
             raise ValueError(f"--weights names {unknown}; the rollouts' rewards are {names}.")
         weights = {**dict.fromkeys(names, 1.0), **weights}
-    gdpo = verl_advantages(rows, names, {"adv_estimator": ESTIMATOR_NAME, "gdpo_reward_keys": names,
-                                         "gdpo_reward_weights": weights, "gdpo": dict(options or {})}, step)
+    gdpo = verl_advantages(rows, names, {"adv_estimator": estimator, "gdpo_reward_keys": names,
+                                         "gdpo_reward_weights": weights, "gdpo": options}, step)
     group_of, num_groups = group_ids(uids, len(rows))
 
     write = lambda text="": print(text, file=out)  # noqa: E731
     write(f"{len(rows)} rollouts in {len(groups)} groups from {path}")
-    write(f"rewards: {', '.join(names)}; GRPO trains on their sum, GDPO normalizes each one (verl compute_advantage)")
+    how = "GDPO normalizes each one" if label == "GDPO" else "CorrGRPO divides their centred sum by their correlation"
+    write(f"rewards: {', '.join(names)}; GRPO trains on their sum, {how} (verl compute_advantage)")
     write()
     write(f"{'reward':<12}{'mean':>8}{'zero-variance groups':>24}")
     for name in names:
@@ -115,7 +125,7 @@ def run_demo(path: Path | None = None, out: TextIO | None = None, weights: Any =
         write(f"{name:<12}{mean:>8.3f}{f'{flat}/{len(groups)}':>24}{share}")
     write()
 
-    write(f"{'group':<12}{'rewards (' + ','.join(names) + ') -> GRPO | GDPO advantage':<60}")
+    write(f"{'group':<12}{'rewards (' + ','.join(names) + f') -> GRPO | {label} advantage':<60}")
     for group in groups:
         rows_of = np.flatnonzero(uids == group)
         cells = "  ".join(f"{combos[i]}:{grpo[i]:+.2f}|{gdpo[i]:+.2f}" for i in rows_of[:4])
@@ -134,8 +144,9 @@ def run_demo(path: Path | None = None, out: TextIO | None = None, weights: Any =
         "gdpo_merged_pairs": merged_pairs(uids, combos, gdpo),
     }
     write(f"distinct advantage values in the batch: GRPO {summary['grpo_distinct_advantages']:.0f}, "
-          f"GDPO {summary['gdpo_distinct_advantages']:.0f}; per group: "
-          f"GRPO {summary['grpo_distinct_advantages_per_group']:.2f}, GDPO {summary['gdpo_distinct_advantages_per_group']:.2f}")
+          f"{label} {summary['gdpo_distinct_advantages']:.0f}; per group: "
+          f"GRPO {summary['grpo_distinct_advantages_per_group']:.2f}, {label} "
+          f"{summary['gdpo_distinct_advantages_per_group']:.2f}")
     write(f"rollout pairs of one prompt with different rewards but the same advantage: "
-          f"GRPO {summary['grpo_merged_pairs']}, GDPO {summary['gdpo_merged_pairs']}")
+          f"GRPO {summary['grpo_merged_pairs']}, {label} {summary['gdpo_merged_pairs']}")
     return summary

@@ -17,8 +17,13 @@ from typing import Any
 # The name verl's config selects the estimator by (algorithm.adv_estimator), and what it resolves to when it is ours.
 ESTIMATOR_NAME = "gdpo"
 OURS = "gdpo_verl.verl_adapter.estimator.compute_gdpo_advantage"
+# CorrGRPO (gdpo_verl.core.corrgrpo): this package's name for it, then the one its authors' verl fork registers.
+CORRGRPO_NAMES = ("corrgrpo", "grpo_covariance_coefficient")
+# Every algorithm.adv_estimator this package registers; each reads algorithm.gdpo_reward_keys and runs in a Step.
+OUR_ESTIMATORS = (ESTIMATOR_NAME, *CORRGRPO_NAMES)
 
-__all__ = ["ESTIMATOR_NAME", "OURS", "GdpoSettings", "check_config", "compute_gdpo_advantage", "settings_from_config"]
+__all__ = ["CORRGRPO_NAMES", "ESTIMATOR_NAME", "OURS", "OUR_ESTIMATORS", "GdpoSettings", "check_config",
+           "compute_gdpo_advantage", "settings_from_config"]
 
 
 def __getattr__(name: str) -> Any:

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-from gdpo_verl.verl_adapter import ESTIMATOR_NAME
+from gdpo_verl.verl_adapter import OUR_ESTIMATORS
 from gdpo_verl.verl_adapter.estimator import Step, running
 from gdpo_verl.verl_adapter.settings import settings_from_config
 
@@ -48,7 +48,7 @@ def verl_advantages(rows: list[dict[str, Any]], names: list[str], algorithm: dic
     batch = build_batch(rows, names)
     config = OmegaConf.create({"norm_adv_by_std_in_grpo": True, "use_kl_in_reward": False, **algorithm})
     step = None
-    if config.adv_estimator == ESTIMATOR_NAME:
+    if config.adv_estimator in OUR_ESTIMATORS:
         step = Step(settings_from_config(config), global_step)
     with running(step) if step is not None else nullcontext():
         out = compute_advantage(

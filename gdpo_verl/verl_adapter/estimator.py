@@ -1,6 +1,7 @@
-"""The "gdpo" advantage estimator with the signature verl's ``compute_advantage`` calls.
+"""The "gdpo" and "corrgrpo" advantage estimators with the signature verl's ``compute_advantage`` calls.
 
-verl passes ``non_tensor_batch`` and ``batch`` to the estimator registered as "gdpo" only. A trainer hook
+verl passes ``non_tensor_batch`` and ``batch`` to the estimator registered as "gdpo" only; under the legacy trainer
+the hook hands CorrGRPO the same on the ``Step`` (``Step.non_tensor_batch``, ``Step.tensors``). A trainer hook
 (``trainer_hooks``) runs every advantage step inside ``running(Step(...))``: the settings parsed once for the
 step, the trainer's global step and, under the V1 trainer, what the stage fetched from TransferQueue. The
 estimator reads them there, computes (``gdpo_step``: one path, single- or multi-output sessions alike), and
@@ -22,9 +23,11 @@ import numpy as np
 import torch
 
 from gdpo_verl.core.advantage import GdpoParts, Sessions, gdpo_parts
+from gdpo_verl.core.corrgrpo import corrgrpo_outcome_parts
 from gdpo_verl.core.checks import is_number
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.records import RecordWriter
+from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME
 from gdpo_verl.verl_adapter.settings import GdpoSettings, settings_from_config
 
 TOKEN_LEVEL_PREFIX = "token_level_scores_"
@@ -117,6 +120,8 @@ class Step:
         inputs: what the V1 stage fetched; None under the legacy trainer (components are in ``non_tensor_batch``).
         records: appends the step's record (``algorithm.gdpo.dump_dir``); the trainer's own, kept for its run.
         metrics: the ``gdpo/`` metrics, filled in by the estimator (or ``observe``).
+        non_tensor_batch, tensors: the legacy batch's per-response values and its ``token_level_scores_<key>``
+            ``(B, T)`` tensors, for an estimator verl calls without them (CorrGRPO); None where verl passes them.
     """
 
     settings: GdpoSettings
@@ -124,6 +129,8 @@ class Step:
     inputs: StepInputs | None = None
     records: RecordWriter = field(default_factory=RecordWriter)
     metrics: dict[str, float] = field(default_factory=dict)
+    non_tensor_batch: Mapping[str, Any] | None = None
+    tensors: Mapping[str, torch.Tensor] | None = None
 
 
 _STEP: ContextVar[Step | None] = ContextVar("gdpo_verl_step", default=None)
@@ -166,9 +173,44 @@ def compute_gdpo_advantage(
     Returns:
         ``(advantages, returns)``, both the same ``(B, T)`` tensor.
     """
+    return _compute(ESTIMATOR_NAME, response_mask, index, config, non_tensor_batch, batch)
+
+
+def compute_corrgrpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray | None = None,
+    config: Any = None,
+    non_tensor_batch: Mapping[str, np.ndarray] | None = None,
+    batch: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """CorrGRPO advantages for verl (``gdpo_verl.core.corrgrpo``), registered as "corrgrpo" and
+    "grpo_covariance_coefficient"; arguments and result as ``compute_gdpo_advantage``. verl passes no
+    ``non_tensor_batch`` to these names: the trainer hook's ``Step`` carries the legacy batch's, the V1 stage's
+    fetched components (``Step.inputs``) stand in for them under the V1 trainer."""
+    return _compute(CORRGRPO_NAMES[0], response_mask, index, config, non_tensor_batch, batch)
+
+
+def _compute(estimator: str, response_mask: torch.Tensor, index: Any, config: Any,
+             non_tensor_batch: Mapping[str, Any] | None, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """The estimators' shared step: settings (the ``Step``'s, else read from ``config``), the components, the
+    computation ``estimator`` names (a ``Step`` whose settings name the other one is an error), metrics and
+    records."""
     step = current_step() or Step(settings_from_config(config))
     settings = step.settings
-    tensors = {key: batch[key] for key in (batch.keys() if batch is not None else []) if str(key).startswith(TOKEN_LEVEL_PREFIX)}
+    if settings.estimator != estimator:
+        raise RuntimeError(
+            f"verl called the {estimator!r} advantage estimator inside a step whose settings are "
+            f"{settings.estimator!r}'s (algorithm.adv_estimator changed between the trainer hook and verl's call?); "
+            "no advantage is computed from mixed settings."
+        )
+    tensors = {key: batch[key] for key in (batch.keys() if batch is not None else [])
+               if str(key).startswith(TOKEN_LEVEL_PREFIX)}
+    if non_tensor_batch is None and step.non_tensor_batch is not None:
+        non_tensor_batch = step.non_tensor_batch
+    if not tensors and step.tensors:
+        tensors = dict(step.tensors)
     advantages, parts, uids = gdpo_step(settings, response_mask, index, non_tensor_batch, tensors, step.inputs,
                                         step.global_step)
     step.metrics = advantage_metrics(parts)
@@ -244,11 +286,14 @@ def gdpo_step(
         tensors.update(inputs.tensors)
     rewards, applies = gather_rewards(settings.reward_keys, response_mask, per_response, tensors)
     options = settings.options
+    if settings.estimator == ESTIMATOR_NAME:
+        chosen = dict(batch_norm=options.batch_norm, baseline=options.baseline, conflict=options.conflict,
+                      conflict_threshold=options.conflict_threshold, adaptive_weights=options.adaptive_weights)
+    else:  # CorrGRPO reads the conditions, norm_by_std and eps
+        chosen = dict(outcome=corrgrpo_outcome_parts)
     parts = gdpo_parts(rewards, response_mask, index, settings.weights_at(global_step), sessions=sessions,
                        applies=applies, conditions=options.conditions, norm_by_std=options.norm_by_std,
-                       batch_norm=options.batch_norm, eps=options.eps, baseline=options.baseline,
-                       conflict=options.conflict, conflict_threshold=options.conflict_threshold,
-                       adaptive_weights=options.adaptive_weights)
+                       eps=options.eps, **chosen)
     uids = np.asarray(index) if sessions is None else np.asarray(index)[list(sessions.final_rows)]
     return parts.advantages, parts, uids
 

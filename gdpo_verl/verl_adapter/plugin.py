@@ -1,5 +1,6 @@
-"""The entry point verl loads at ``import verl`` (group ``verl.plugins``): registers GDPO as "gdpo"
-and installs the trainer hooks of ``gdpo_verl.verl_adapter.trainer_hooks``.
+"""The entry point verl loads at ``import verl`` (group ``verl.plugins``): registers GDPO as "gdpo", CorrGRPO as
+"corrgrpo" and under its authors' name "grpo_covariance_coefficient" (``CORRGRPO_NAMES``), and installs the
+trainer hooks of ``gdpo_verl.verl_adapter.trainer_hooks``.
 
 verl 0.9.1 ships a built-in "gdpo" and refuses a second ``register_adv_est("gdpo")``, so the registry
 entry is replaced directly. No version of verl is refused as such: what the plugin uses of verl is checked
@@ -15,7 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from gdpo_verl.verl_adapter import ESTIMATOR_NAME
+from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME
 from gdpo_verl.verl_adapter.touch_points import require
 
 
@@ -47,24 +48,30 @@ def show_warnings() -> None:
 
 
 def register() -> None:
-    """Make ``core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"]`` this package's estimator. Idempotent."""
+    """Make ``core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"]`` this package's estimator, and its ``CORRGRPO_NAMES``
+    entries CorrGRPO's. Idempotent."""
     from verl.trainer.ppo import core_algos
 
     try:
         show_warnings()
         require(core_algos)
-        from gdpo_verl.verl_adapter.estimator import compute_gdpo_advantage
+        from gdpo_verl.verl_adapter.estimator import compute_corrgrpo_advantage, compute_gdpo_advantage
         from gdpo_verl.verl_adapter.trainer_hooks import install
 
         install()
     except Exception as exc:
         registry = getattr(core_algos, "ADV_ESTIMATOR_REGISTRY", None)
         if isinstance(registry, dict):  # else there is no "gdpo" entry to refuse with: the ERROR log says why
-            registry[ESTIMATOR_NAME] = _refusing_estimator(exc)
+            for name in (ESTIMATOR_NAME, *CORRGRPO_NAMES):
+                registry[name] = _refusing_estimator(exc, name)
         raise
 
     # Looked up through the module every time: verl's own tests rebind the dict.
     registry = core_algos.ADV_ESTIMATOR_REGISTRY
+    for name in CORRGRPO_NAMES:  # not verl's names; the authors' fork registers its own under the second
+        if registry.get(name) not in (None, compute_corrgrpo_advantage):
+            logger.info("gdpo-verl: replaced the %r advantage estimator %r with gdpo_verl's", name, registry[name])
+        registry[name] = compute_corrgrpo_advantage
     previous = registry.get(ESTIMATOR_NAME)
     if previous is compute_gdpo_advantage:
         return
@@ -78,11 +85,11 @@ def register() -> None:
         )
 
 
-def _refusing_estimator(reason: BaseException) -> Callable[..., Any]:
+def _refusing_estimator(reason: BaseException, name: str = ESTIMATOR_NAME) -> Callable[..., Any]:
     def compute_gdpo_unavailable(**kwargs: Any) -> Any:
         raise RuntimeError(
-            f"algorithm.adv_estimator=gdpo: gdpo-verl failed to register its estimator ({reason!r}), "
-            "so no GDPO advantage is computed. Fix the cause above; `python -c 'import gdpo_verl.verl_adapter.plugin'` "
+            f"algorithm.adv_estimator={name}: gdpo-verl failed to register its estimator ({reason!r}), "
+            "so no advantage is computed. Fix the cause above; `python -c 'import gdpo_verl.verl_adapter.plugin'` "
             "shows it in full."
         ) from reason
 

@@ -22,7 +22,7 @@ from gdpo_verl.core.advantage import GdpoOptions, check_options, weight_vector_f
 from gdpo_verl.core.checks import boolean, finite_number
 from gdpo_verl.core.conditions import Condition, check_conditions
 from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakpoints, weights_at
-from gdpo_verl.verl_adapter import ESTIMATOR_NAME
+from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME, OUR_ESTIMATORS
 
 # Options under ``algorithm.gdpo`` and their defaults, as the packaged config declares them (their one home for
 # verl; the core's defaults for callers without verl, DEFAULT_BATCH_NORM and DEFAULT_EPS, are tested to agree).
@@ -63,12 +63,16 @@ NOT_COMPONENTS: dict[str, str] = {
 @dataclass(frozen=True)
 class GdpoSettings:
     """What GDPO reads from ``algorithm``: the reward keys and weights, how to normalize (``options``, which the
-    core's result carries too) and where to record the steps."""
+    core's result carries too) and where to record the steps. ``estimator``: "gdpo", or "corrgrpo" when
+    ``algorithm.adv_estimator`` is one of ``CORRGRPO_NAMES`` (which reads no ``batch_norm``, ``baseline``,
+    ``conflict``, ``conflict_threshold`` or ``adaptive_weights``: they are left at their defaults, others
+    refused)."""
 
     reward_keys: tuple[str, ...]
     weights: dict[str, float | WeightSchedule]
     options: GdpoOptions
     dump_dir: str | None = None
+    estimator: str = ESTIMATOR_NAME
 
     def weights_at(self, step: int | None) -> dict[str, float]:
         """The weights in force at the trainer's global ``step`` (None: outside a trainer, refused when a weight
@@ -101,13 +105,22 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
                 f"unknown GDPO key(s) algorithm.{unknown}; GDPO reads algorithm.{list(GDPO_KEYS)}. "
                 "A misspelled key would otherwise be ignored and its default used."
             )
+    name = _get(algorithm, "adv_estimator")
+    corrgrpo = training and name in CORRGRPO_NAMES
+    if corrgrpo and _get(algorithm, "gdpo_reward_keys") is None:
+        raise ValueError(
+            f"algorithm.adv_estimator={name} (CorrGRPO) needs algorithm.gdpo_reward_keys, the reward components "
+            "whose correlations it takes (the authors' fork refuses a config without it too). Add "
+            "+algorithm.gdpo_reward_keys=[...] listing the components that compute_score returns, and "
+            "+algorithm.gdpo_reward_weights if the config has weights."
+        )
     keys = _reward_keys(_get(algorithm, "gdpo_reward_keys"))
     weights = _weights(keys, _get(algorithm, "gdpo_reward_weights"))
 
     if training and boolean(_get(algorithm, "use_kl_in_reward", False), "algorithm.use_kl_in_reward"):
         raise ValueError(
-            "algorithm.use_kl_in_reward=True is not supported with algorithm.adv_estimator=gdpo: GDPO normalizes "
-            "each reward component, so a KL penalty folded into the summed reward would be lost. Set "
+            f"algorithm.use_kl_in_reward=True is not supported with algorithm.adv_estimator={name}: it reads each "
+            "reward component, so a KL penalty folded into the summed reward would be lost. Set "
             "algorithm.use_kl_in_reward=False and put the KL in the loss instead: "
             "actor_rollout_ref.actor.use_kl_loss=True (the paper uses kl_loss_type=mse, kl_loss_coef=0.0005)."
         )
@@ -139,6 +152,9 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
                               merged["conflict"], merged["conflict_threshold"], merged["adaptive_weights"])
     except ValueError as exc:
         raise ValueError(f"algorithm.gdpo.{exc}") from exc
+    if corrgrpo:
+        _check_corrgrpo_options(name, merged, options)
+        return GdpoSettings(keys, weights, options, dump_dir, CORRGRPO_NAMES[0])
     _check_variants(keys, options)
     threshold = merged["conflict_threshold"]
     if threshold != OPTION_DEFAULTS["conflict_threshold"] and options.conflict != "snr":
@@ -157,6 +173,31 @@ def _check_variants(keys: tuple[str, ...], options: GdpoOptions) -> None:
                 f"algorithm.gdpo.{name}={value} works between reward components, and gdpo_reward_keys lists one "
                 f"({list(keys)}): it would do nothing. List two or more components, or set algorithm.gdpo.{name}=none."
             )
+
+
+# The algorithm.gdpo options of GDPO's own steps, which CorrGRPO has no place for.
+GDPO_ONLY_OPTIONS = ("batch_norm", "baseline", "conflict", "conflict_threshold", "adaptive_weights")
+
+
+def _check_corrgrpo_options(name: str, merged: Mapping[str, Any], options: GdpoOptions) -> None:
+    """Refuse a GDPO-only option set away from its default under CorrGRPO, which would ignore it, and an eps of 0
+    (``corrgrpo_outcome_parts`` would refuse it at the first step)."""
+    if options.norm_by_std and options.eps <= 0:
+        raise ValueError(
+            f"algorithm.gdpo.eps=0 with algorithm.adv_estimator={name} (CorrGRPO): eps is added under its square root, "
+            "and where the components' correlations sum to 0 it is all that keeps the denominator from 0. Use the "
+            "default, 1e-6 (the authors' epsilon)."
+        )
+    changed = [f"{option}={merged[option]}" for option in GDPO_ONLY_OPTIONS
+               if merged[option] != OPTION_DEFAULTS[option]]
+    if changed:
+        raise ValueError(
+            f"algorithm.gdpo.{', '.join(changed)} belong(s) to GDPO's steps, and algorithm.adv_estimator={name} "
+            "(CorrGRPO) has none of them: no batch step, the group mean as its baseline, no conflict masking and the "
+            "configured weights. They would be ignored: leave them at their defaults, or train with "
+            "algorithm.adv_estimator=gdpo. CorrGRPO reads gdpo_reward_keys, gdpo_reward_weights, "
+            "norm_adv_by_std_in_grpo and algorithm.gdpo.{eps, conditions, dump_dir, reward_timeout_s}."
+        )
 
 
 def reward_timeout(options: Any) -> float | None:
@@ -273,21 +314,21 @@ REWARD_MANAGER_NAME = "gdpo_verl"
 
 def observes(algorithm: Any) -> bool:
     """True when another estimator trains and ``algorithm.gdpo_reward_keys`` asks for GDPO's view of each step."""
-    return _get(algorithm, "adv_estimator") != ESTIMATOR_NAME and _get(algorithm, "gdpo_reward_keys") is not None
+    return _get(algorithm, "adv_estimator") not in OUR_ESTIMATORS and _get(algorithm, "gdpo_reward_keys") is not None
 
 
 def check_config(config: Any) -> GdpoSettings | None:
     """Everything about GDPO that can be checked from the whole training config alone, before Ray starts.
 
-    Returns the settings when ``algorithm.adv_estimator`` is "gdpo", else None. Raises ValueError naming
-    the fix otherwise. Under another estimator, ``algorithm.gdpo_reward_keys`` asks for the ``gdpo/`` metrics of
-    what GDPO would compute (``observes``); those settings are checked too.
+    Returns the settings when ``algorithm.adv_estimator`` is "gdpo" or CorrGRPO's (``OUR_ESTIMATORS``), else
+    None. Raises ValueError naming the fix otherwise. Under another estimator, ``algorithm.gdpo_reward_keys`` asks
+    for the ``gdpo/`` metrics of what GDPO would compute (``observes``); those settings are checked too.
     """
     algorithm = _get(config, "algorithm")
     if algorithm is None:
         return None
     estimator = _get(algorithm, "adv_estimator")
-    settings = settings_from_config(algorithm) if estimator == ESTIMATOR_NAME else None
+    settings = settings_from_config(algorithm) if estimator in OUR_ESTIMATORS else None
     observed = settings_from_config(algorithm, training=False) if observes(algorithm) else None
     if observed is not None and observed.dump_dir is not None:
         raise ValueError(

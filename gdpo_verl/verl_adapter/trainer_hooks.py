@@ -11,11 +11,12 @@ touch point (``touch_points.require``: a verl where it is missing or changed is 
   config (if ``validate_config`` did not just do so) before Ray starts and, the first thing after connecting to Ray,
   before it starts verl's TaskRunner, that "gdpo" is this plugin's estimator on every node (``cluster``).
 - V1 trainer (verl's default), ``PPOTrainer._compute_advantage``: verl fetches only uid, masks, ``rm_scores``
-  and log-probs from TransferQueue there. For "gdpo" the wrapper also fetches each sample's reward components
-  and runs verl's own stage inside a ``Step`` (settings, global step, components), then logs the step's
-  ``gdpo/`` metrics from it.
+  and log-probs from TransferQueue there. For "gdpo" and CorrGRPO (``OUR_ESTIMATORS``) the wrapper also fetches
+  each sample's reward components and runs verl's own stage inside a ``Step`` (settings, global step, components),
+  then logs the step's ``gdpo/`` metrics from it.
 - Legacy trainer (``trainer.use_v1=False``): ``RayPPOTrainer.fit`` makes the running trainer known (for its
-  global step); ``ray_trainer.compute_advantage`` runs inside a ``Step`` and puts its metrics on the batch's
+  global step); ``ray_trainer.compute_advantage`` runs inside a ``Step`` (which carries the batch's components to
+  CorrGRPO, to which verl passes none) and puts its metrics on the batch's
   ``meta_info``, from where the ``compute_data_metrics`` wrapper logs them.
 - verl's experimental trainers (``one_step_off_policy``, ``fully_async_policy``) run on
   ``separation.ray_trainer.SeparateRayPPOTrainer``, whose own ``fit`` replaces the legacy one: its
@@ -50,7 +51,8 @@ from gdpo_verl.core.records import RecordWriter
 from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node, require_sandbox_on_every_node
 from gdpo_verl.verl_adapter.estimator import Step, current_step, fill_unapplied, observe, running
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
-from gdpo_verl.verl_adapter import ESTIMATOR_NAME
+from gdpo_verl.verl_adapter import ESTIMATOR_NAME, OUR_ESTIMATORS
+from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX
 from gdpo_verl.verl_adapter.settings import check_config, coding_reward_kwargs, observes, settings_from_config
 from gdpo_verl.verl_adapter.touch_points import (FULLY_ASYNC_TRAINER, LEGACY_TRAINER, MAIN_PPO, REWARD_LOOP,
                                                  REWARD_MANAGERS, SEPARATION_TRAINER, V1_TRAINER, actor_class,
@@ -123,7 +125,7 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def run_ppo(config: Any, task_runner_class: Any, *args: Any, **kwargs: Any) -> Any:
         algorithm = config.algorithm
-        if algorithm.adv_estimator == ESTIMATOR_NAME or observes(algorithm):
+        if algorithm.adv_estimator in OUR_ESTIMATORS or observes(algorithm):
             if _CHECKED_CONFIG.get() is not config:  # main_ppo's validate_config checked it just before
                 check_config(config)  # before Ray starts, whichever entry point called
             task_runner_class = _NodesCheckedFirst(task_runner_class, coding_reward_kwargs(config))
@@ -167,7 +169,7 @@ def _wrap_v1_trainer(module: ModuleType) -> None:
         def _compute_advantage(self: Any, batch: Any, metrics: dict) -> Any:
             algorithm = self.config.algorithm
             observing = observes(algorithm)
-            if algorithm.adv_estimator != ESTIMATOR_NAME and not observing:
+            if algorithm.adv_estimator not in OUR_ESTIMATORS and not observing:
                 return original(self, batch, metrics)
             settings = settings_from_config(algorithm, training=not observing)
             inputs = fetch_step_inputs(batch.keys, batch.partition_id, settings.reward_keys)
@@ -211,7 +213,7 @@ def _load_checkpoint_wrapper(original: Callable[..., Any]) -> Callable[..., Any]
         before = self.global_steps
         version = await original(self, *args, **kwargs)
         algorithm = self.config.algorithm
-        if version and (algorithm.adv_estimator == ESTIMATOR_NAME or observes(algorithm)):
+        if version and (algorithm.adv_estimator in OUR_ESTIMATORS or observes(algorithm)):
             resumed_step_number(self, before, version)
         return version
 
@@ -262,25 +264,40 @@ def _advantage_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def compute_advantage(*args: Any, **kwargs: Any) -> Any:
-        if current_step() is not None:  # inside the V1 stage, which runs its own step
-            return original(*args, **kwargs)
         arguments = signature.bind(*args, **kwargs).arguments
+        running_step = current_step()
+        if running_step is not None:  # inside the V1 stage, or a caller's step (the demo's), which runs its own
+            if running_step.inputs is None and running_step.non_tensor_batch is None:  # a caller's: as below
+                running_step.non_tensor_batch, running_step.tensors = batch_components(arguments.get("data"))
+            return original(*args, **kwargs)
         config, estimator = arguments.get("config"), arguments.get("adv_estimator")
         observing = config is not None and observes(config)
-        if estimator != ESTIMATOR_NAME and not observing:
+        if estimator not in OUR_ESTIMATORS and not observing:
             return original(*args, **kwargs)
         settings = settings_from_config(config, training=not observing)
         trainer = _LEGACY_TRAINER.get()
         records = record_writer(trainer) if trainer is not None else RecordWriter()
-        with running(Step(settings, getattr(trainer, "global_steps", None), records=records)) as step:
+        non_tensor, tensors = batch_components(arguments.get("data"))
+        with running(Step(settings, getattr(trainer, "global_steps", None), records=records,
+                          non_tensor_batch=non_tensor, tensors=tensors)) as step:
             data = original(*args, **kwargs)
         if observing:
             observe(step, data.batch["response_mask"], data.non_tensor_batch["uid"], data.non_tensor_batch)
         data.meta_info[METRICS_KEY] = step.metrics
-        data.meta_info[REWARD_KEYS_KEY] = list(settings.reward_keys)
+        if estimator == ESTIMATOR_NAME:  # verl logs each component's statistics under "gdpo" only
+            data.meta_info[REWARD_KEYS_KEY] = list(settings.reward_keys)
         return data
 
     return compute_advantage
+
+
+def batch_components(data: Any) -> tuple[Any, dict]:
+    """verl passes a batch's components to "gdpo" only: the ``non_tensor_batch`` and ``token_level_scores_<key>``
+    tensors of the legacy ``DataProto`` ``data``, which the ``Step`` carries to CorrGRPO."""
+    tensors = getattr(data, "batch", None)
+    keys = tensors.keys() if tensors is not None else []
+    return (getattr(data, "non_tensor_batch", None),
+            {key: tensors[key] for key in keys if str(key).startswith(TOKEN_LEVEL_PREFIX)})
 
 
 def _data_metrics_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -115,3 +115,40 @@ def test_demo_and_inspect_take_the_training_options_and_a_mixed_task_batch(tmp_p
     assert main(["inspect", str(tmp_path / "dump"), "--conflict-threshold", "0.5"]) == 2
     assert "is read by conflict=snr only" in capsys.readouterr().err
     assert main(["inspect", str(tmp_path / "dump"), "--json", "--conflict", "snr", "--conflict-threshold", "0.5"]) == 0
+
+
+def test_demo_and_inspect_take_corrgrpo(tmp_path, capsys):
+    rows = [
+        {"uid": "c", "response_length": 3, "correct": 1, "code": 1},
+        {"uid": "c", "response_length": 5, "correct": 0, "code": 0.5},
+        {"uid": "c", "response_length": 2, "correct": 1, "code": 0},
+        {"uid": "m", "response_length": 4, "correct": 0, "code": None},
+        {"uid": "m", "response_length": 2, "correct": 1, "code": None},
+    ]
+    path = write_rollouts(tmp_path / "mixed.jsonl", rows)
+    from gdpo_verl.core.corrgrpo import corrgrpo_outcome_parts
+    from gdpo_verl.core.records import RecordWriter
+
+    parts = corrgrpo_outcome_parts({"correct": [row["correct"] for row in rows], "code": [row["code"] for row in rows]},
+                                   [row["response_length"] for row in rows], [row["uid"] for row in rows],
+                                   {"correct": 1.0, "code": 2.0})
+    for name in ("corrgrpo", "grpo_covariance_coefficient"):
+        assert main(["demo", "--rollouts", str(path), "--estimator", name, "--weights", '{"code": 2.0}']) == 0
+        out = capsys.readouterr().out
+        assert "-> GRPO | CorrGRPO advantage" in out
+        assert f"{parts.final[0].item():+.2f}" in out.splitlines()[out.splitlines().index(next(
+            line for line in out.splitlines() if line.startswith("c ")))]
+    # GDPO's options have no place in CorrGRPO: refused, naming them
+    assert main(["demo", "--rollouts", str(path), "--estimator", "corrgrpo", "--conflict", "hard"]) == 2
+    assert "algorithm.gdpo.conflict=hard belong(s) to GDPO's steps" in capsys.readouterr().err
+
+    RecordWriter().append(tmp_path / "dump", parts, [row["uid"] for row in rows], step=3)
+    assert main(["inspect", str(tmp_path / "dump"), "--json"]) == 0
+    recorded = json.loads(capsys.readouterr().out)[0]["metrics"]
+    assert recorded["gdpo/code/weight"] == 2.0 and recorded["gdpo/unrewarded_frac"] == 0.0
+    # the record says CorrGRPO: inspect recomputes CorrGRPO, and --estimator gdpo recomputes the step as GDPO
+    assert main(["inspect", str(tmp_path / "dump"), "--json", "--estimator", "gdpo"]) == 0
+    as_gdpo = json.loads(capsys.readouterr().out)[0]["metrics"]
+    assert as_gdpo["gdpo/code/adv_contribution_std"] != pytest.approx(recorded["gdpo/code/adv_contribution_std"])
+    assert main(["inspect", str(tmp_path / "dump"), "--conflict", "hard"]) == 2
+    assert "computed with CorrGRPO" in capsys.readouterr().err

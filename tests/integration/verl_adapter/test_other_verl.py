@@ -26,7 +26,8 @@ import pytest
 import verl  # noqa: F401  (loads the entry point)
 from verl.trainer.ppo import core_algos
 
-from gdpo_verl.verl_adapter import OURS, compute_gdpo_advantage, plugin
+from gdpo_verl.verl_adapter import CORRGRPO_NAMES, OURS, compute_gdpo_advantage, plugin
+from gdpo_verl.verl_adapter.estimator import compute_corrgrpo_advantage
 from gdpo_verl.verl_adapter.settings import check_config
 from gdpo_verl.verl_adapter.touch_points import TOUCH_POINTS, TouchPoint, VerlChanged, check_all, problem
 
@@ -117,6 +118,8 @@ def test_a_touch_points_shape_is_its_leading_parameters_and_the_names_it_is_call
 def restore_registry():
     yield
     core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"] = compute_gdpo_advantage
+    for name in CORRGRPO_NAMES:  # a failed register() leaves refusing entries there too
+        core_algos.ADV_ESTIMATOR_REGISTRY[name] = compute_corrgrpo_advantage
 
 
 def test_a_changed_touch_point_at_import_verl_leaves_a_gdpo_that_refuses(restore_registry, monkeypatch):
@@ -130,6 +133,8 @@ def test_a_changed_touch_point_at_import_verl_leaves_a_gdpo_that_refuses(restore
     assert estimator not in (compute_gdpo_advantage, core_algos.compute_gdpo_outcome_advantage)
     with pytest.raises(RuntimeError, match="failed to register its estimator.*get_adv_estimator_fn takes"):
         estimator(token_level_rewards=None, response_mask=None)
+    with pytest.raises(RuntimeError, match="adv_estimator=grpo_covariance_coefficient: gdpo-verl failed to register"):
+        core_algos.ADV_ESTIMATOR_REGISTRY["grpo_covariance_coefficient"](token_level_rewards=None, response_mask=None)
 
 
 CHANGED = [

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from gdpo_verl.core.advantage import gdpo_outcome_parts, gdpo_parts, group_ids, group_normalize
+from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakpoints, weights_at
 from tests.reference import reference_variants
 
@@ -130,6 +131,11 @@ def random_case(seed):
                            for _ in range(size)]
         if rng.random() < 0.5:
             applies[f"r{k}"] = [rng.random() < 0.7 for _ in range(size)]
+    if rng.random() < 0.5:  # responses no reward applies to
+        unrewarded = [rng.random() < 0.3 for _ in range(size)]
+        for name in scores:
+            applies[name] = [not none and present for none, present in
+                             zip(unrewarded, applies.get(name, [True] * size), strict=True)]
     weights = {name: rng.choice([1.0, 0.5, 2.0, -0.5]) for name in scores}
     return scores, valid, index, weights, applies
 
@@ -176,6 +182,34 @@ def test_a_reward_that_does_not_apply_is_left_out_of_its_group_and_adds_nothing(
                          mask, np.array(["p", "p", "p", "p", "q", "q"], dtype=object),
                          applies={"code": torch.tensor([True, True, True, False, False, False])}, batch_norm="none")
     np.testing.assert_allclose(through.final.numpy(), parts.final.numpy())
+
+
+@pytest.mark.parametrize("batch_norm", ["token", "sequence", "none"])
+def test_a_response_no_reward_applies_to_gets_nothing_and_moves_nothing(batch_norm):
+    # Three groups of four with uneven lengths; no reward applies to group "c". Before: under token and sequence
+    # whitening its responses got advantages of 0.16, and the others' advantages moved by 0.31 to 0.34.
+    correct = [1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0]
+    length = [0.2, 0.9, 0.5, 0.1, 0.3, 0.7, 0.8, 0.6]
+    valid = [5, 3, 4, 2, 5, 6, 1, 4]
+    index = ["a"] * 4 + ["b"] * 4
+    alone = gdpo_outcome_parts({"correct": correct, "length": length}, valid, index, batch_norm=batch_norm)
+    parts = gdpo_outcome_parts({"correct": correct + [None] * 4, "length": length + [None] * 4},
+                               valid + [9, 1, 7, 2], index + ["c"] * 4, batch_norm=batch_norm)
+    assert parts.final[8:].tolist() == [0.0] * 4
+    np.testing.assert_allclose(parts.final[:8].numpy(), alone.final.numpy(), rtol=1e-12, atol=1e-12)
+    assert (parts.batch_mean, parts.batch_scale) == pytest.approx((alone.batch_mean, alone.batch_scale))
+    assert parts.rewarded.tolist() == [True] * 8 + [False] * 4
+    # the (B, T) path: zero advantage on every token of those responses
+    mask = torch.zeros(12, 9)
+    for row, tokens in enumerate(valid + [9, 1, 7, 2]):
+        mask[row, :tokens] = 1
+    applies = torch.tensor([True] * 8 + [False] * 4)
+    advantages = gdpo_parts({"correct": torch.tensor(correct + [0.0] * 4), "length": torch.tensor(length + [0.0] * 4)},
+                            mask, np.array(index + ["c"] * 4, dtype=object),
+                            applies={"correct": applies, "length": applies}, batch_norm=batch_norm).advantages
+    assert advantages[8:].abs().sum().item() == 0.0
+    metrics = advantage_metrics(parts)
+    assert metrics["gdpo/unrewarded_frac"] == pytest.approx(4 / 12)
 
 
 def test_nan_is_still_an_error_where_a_reward_applies_and_none_is_not_a_number_elsewhere():
