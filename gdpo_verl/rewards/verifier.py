@@ -357,16 +357,19 @@ class AnswerChecker:
             reply = worker.ask(gold, answers, deadline.at)
         finally:
             with self._changed:
-                self._held -= 1
                 if reply is None or self._closed:
-                    ended = worker
+                    ended = worker  # held until it is dead and its replacement launched
+                else:
+                    self._held -= 1
+                    self._free.append(worker)
+                    self._changed.notify_all()
+            if ended is not None:
+                ended.kill()  # outside the lock (it waits for the death), and before the replacement starts:
+                with self._changed:  # the pool never holds more processes than its size
+                    self._held -= 1
                     if not self._closed:
                         self._launch()
-                else:
-                    self._free.append(worker)
-                self._changed.notify_all()
-            if ended is not None:
-                ended.kill()
+                    self._changed.notify_all()
         if reply is None:
             return Verdict(None, "no verdict before the deadline (the check ran long, or its process died)")
         if reply.startswith(GOLD_UNREADABLE):
