@@ -31,10 +31,10 @@ from typing import Any
 import torch
 
 from gdpo_verl.core.advantage import (
-    DEFAULT_EPS, GdpoOptions, GdpoParts, _check_finite, _outcome_inputs, gdpo_parts, group_ids, group_normalize,
-    weight_vector_for,
+    DEFAULT_EPS, GdpoOptions, GdpoParts, _check_finite, gdpo_parts, group_ids, group_normalize,
 )
 from gdpo_verl.core.conditions import Condition, applies_under_conditions, apply_conditions, check_conditions
+from gdpo_verl.core.inputs import outcome_inputs, weight_vector_for
 
 ESTIMATOR = "corrgrpo"
 # The name the authors' verl fork registers it under (``algorithm.adv_estimator=grpo_covariance_coefficient``).
@@ -72,7 +72,7 @@ def corrgrpo_outcome_parts(
             (where the correlations sum to 0, as for two rewards that always move in opposite directions, eps is
             all that keeps the denominator from 0).
     """
-    names, raw_scores, valid_tokens, applied = _outcome_inputs(scores, valid_tokens, applies)
+    names, raw_scores, valid_tokens, applied = outcome_inputs(scores, valid_tokens, applies)
     weight = weight_vector_for(names, weights).to(raw_scores.device)
     options = GdpoOptions(check_conditions(names, conditions), norm_by_std, "none", eps)
     if options.norm_by_std and options.eps <= 0:

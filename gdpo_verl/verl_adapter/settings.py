@@ -18,7 +18,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from gdpo_verl.core.advantage import GdpoOptions, check_options, weight_vector_for
+from gdpo_verl.core.advantage import GdpoOptions, check_options
+from gdpo_verl.core.inputs import weight_vector_for
 from gdpo_verl.core.checks import boolean, finite_number
 from gdpo_verl.core.conditions import Condition, check_conditions
 from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakpoints, weights_at
