@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -29,11 +30,14 @@ from verl.trainer.ppo import core_algos
 from gdpo_verl.verl_adapter import CORRGRPO_NAMES, OURS, compute_gdpo_advantage, plugin
 from gdpo_verl.verl_adapter.estimator import compute_corrgrpo_advantage
 from gdpo_verl.verl_adapter.settings import check_config
-from gdpo_verl.verl_adapter.touch_points import TOUCH_POINTS, TouchPoint, VerlChanged, check_all, problem
+from gdpo_verl.verl_adapter.touch_points import (TOUCH_POINTS, TouchPoint, VerlChanged, check_all, problem,
+                                                  verl_version)
 
 ROOT = Path(__file__).resolve().parents[3]
 OTHER_VERL = ROOT / "tests" / "fixtures" / "other_verl"
 FRESH_TIMEOUT_S = 300
+# the installed verl's version as the refusals name it (0.9.1 in .venv; the suite also runs on verl's main branch)
+VERSION = verl_version()
 
 
 # In a process of its own: what "gdpo" resolves to in verl, then gdpo-verl's demo, which runs verl's
@@ -124,9 +128,9 @@ def restore_registry():
 
 def test_a_changed_touch_point_at_import_verl_leaves_a_gdpo_that_refuses(restore_registry, monkeypatch):
     monkeypatch.setattr(core_algos, "get_adv_estimator_fn", lambda name, added: None)
-    with pytest.raises(VerlChanged, match=r"^gdpo-verl cannot run on verl 0\.9\.1: verl\.trainer\.ppo\.core_algos\."
-                                          r"get_adv_estimator_fn takes \(name, added\) where gdpo-verl expects "
-                                          r"\(name_or_enum, \.\.\.\)"):
+    with pytest.raises(VerlChanged, match=rf"^gdpo-verl cannot run on verl {re.escape(VERSION)}: "
+                                          r"verl\.trainer\.ppo\.core_algos\.get_adv_estimator_fn takes \(name, added\) "
+                                          r"where gdpo-verl expects \(name_or_enum, \.\.\.\)"):
         plugin.register()
     # verl swallows the entry point's exception: the registry's "gdpo" must not be verl's built-in then
     estimator = core_algos.ADV_ESTIMATOR_REGISTRY["gdpo"]
@@ -157,7 +161,7 @@ def test_a_verl_whose_trainer_touch_point_changed_is_refused_with_one_line_namin
     result = fresh(f"import verl\n{imports}\n", CHANGED_VERL=f"{module}:{name}:{how}")
     assert result.returncode != 0
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"gdpo_verl.verl_adapter.touch_points.VerlChanged: gdpo-verl cannot run on verl 0.9.1: "
+    assert last.startswith(f"gdpo_verl.verl_adapter.touch_points.VerlChanged: gdpo-verl cannot run on verl {VERSION}: "
                            f"{module}.{name} "), last
 
 
@@ -165,7 +169,7 @@ def test_a_verl_whose_estimator_registry_changed_shape_is_refused_at_import_verl
     result = fresh("import verl\nprint('imported')\n", CHANGED_VERL="verl.trainer.ppo.core_algos:ADV_ESTIMATOR_REGISTRY:list")
     assert result.returncode == 0, result.stderr  # verl's plugin loader swallows it; the plugin's ERROR line does not
     assert ("gdpo-verl: could not register the 'gdpo' advantage estimator: VerlChanged(\"gdpo-verl cannot run on verl "
-            "0.9.1: verl.trainer.ppo.core_algos.ADV_ESTIMATOR_REGISTRY is a list, not a dict") in result.stderr
+            f"{VERSION}: verl.trainer.ppo.core_algos.ADV_ESTIMATOR_REGISTRY is a list, not a dict") in result.stderr
 
 
 # ----------------------------------------------------------------------------- verl from source
@@ -303,6 +307,6 @@ def test_the_doctor_on_a_verl_without_transfer_queue_warns_and_still_checks_the_
     assert result.returncode == 0, result.stderr[-3000:]
     verl_check, fresh_process, transfer_queue = result.stdout.strip().splitlines()[-3:]
     # the V1 trainer's touch point is left to the TransferQueue check: its module cannot be imported
-    assert verl_check.startswith(f"OK | verl | 0.9.1 (the {len(TOUCH_POINTS) - 1} touch points"), verl_check
+    assert verl_check.startswith(f"OK | verl | {VERSION} (the {len(TOUCH_POINTS) - 1} touch points"), verl_check
     assert fresh_process.startswith("OK | ") and "the V1 trainer needs TransferQueue" in fresh_process
     assert transfer_queue.startswith("WARN | TransferQueue | missing; ") and "trainer.use_v1=false" in transfer_queue

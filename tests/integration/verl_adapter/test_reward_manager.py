@@ -157,7 +157,7 @@ def filtered_groups(partition, metric, mode):
     buffer = (ReplayBuffer if mode == "sync" else ReplayBufferAsync)(
         trainer_mode=mode,
         trainer_config=OmegaConf.create({}),
-        max_off_policy_threshold=None,
+        max_off_policy_threshold=8,  # verl's default (ppo_trainer.yaml); verl 0.10 refuses None
         max_off_policy_strategy="drop",
         sampler_kwargs=OmegaConf.create({}),
         refill_fn=lambda count: count,
