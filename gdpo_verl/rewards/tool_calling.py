@@ -17,6 +17,13 @@ correct (-3 to 3, ``correct_scale`` sets the 3)
     whose value is exactly right; that sum over its maximum, ``1 + sum(1 + #parameters)``, rescaled to
     ``[-scale, scale]``. No ``<tool_call>`` block, or one that does not parse into such calls: ``-scale``.
 
+A value is right as BFCL's checker types it (``value_rule="bfcl"``, the default; ``tool_values`` holds the rule):
+of the parameter's declared type or the gold value's type (``10.0`` does not answer an integer, ``1`` does not
+answer a boolean, ``2`` answers a float), a list's entries of their declared type, then equal. The declared types
+are the tools' schemas, ``extra_info["parameter_types"]``, which ``scripts/prepare_tool_data.py`` reads from the
+tools the prompt lists. ``value_rule="toolrl"`` keeps ToolRL's Python ``==`` (``10.0 == 10``, ``True == 1``), for
+whoever must reproduce its numbers.
+
 ``compute_score`` returns ``score`` (``format_weight * format + correct_weight * correct``: what GRPO and
 dynamic sampling use; pass the weights GDPO gets in ``algorithm.gdpo_reward_weights``), ``format``, ``correct`` and
 diagnostics: ``tool_call_expected``, ``tool_call_parsed`` (the response's calls parsed; 0 when none were
@@ -38,12 +45,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gdpo_verl.core.checks import boolean, finite_number
+from gdpo_verl.rewards.tool_values import CallComparison, parameter_types
 
 # Longer responses are not parsed (a 1024-token response is far shorter): format 0, correctness the minimum.
 MAX_RESPONSE_CHARS = 100_000
 
 # What verl's reward managers themselves pass besides the reward_kwargs; anything else is a misspelled option.
 VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
+
+# How a predicted value is compared with the gold one (the module docstring).
+VALUE_RULES = ("bfcl", "toolrl")
 
 # End-of-turn markers a response may carry when decoded with special tokens (Qwen, Llama).
 END_MARKERS = ("<|im_end|>", "<|eot_id|>", "<|endoftext|>")
@@ -71,6 +82,7 @@ def compute_score(
     correct_weight: float = 1.0,
     strict_names: bool = False,
     all_or_nothing: bool = False,
+    value_rule: str = "bfcl",
     **kwargs: Any,
 ) -> dict[str, float]:
     """Score one response; see the module docstring for the rules and the returned keys.
@@ -87,19 +99,23 @@ def compute_score(
             (ToolRL's ``REFINEDREWARD`` variant); default: partial overlap scores.
         all_or_nothing: correctness is the maximum for exactly the expected calls, else the minimum
             (ToolRL's ``COARSEREWARD`` variant).
+        value_rule: ``"bfcl"`` (values typed as BFCL's checker types them) or ``"toolrl"`` (Python ``==``).
     """
     unknown = sorted(set(kwargs) - set(VERL_KWARGS))
     if unknown:
         raise ValueError(
             f"unknown reward.custom_reward_function.reward_kwargs {unknown}; the options are correct_scale, "
-            "format_weight, correct_weight, strict_names and all_or_nothing."
+            "format_weight, correct_weight, strict_names, all_or_nothing and value_rule."
         )
     where = "reward.custom_reward_function.reward_kwargs"
     scale = finite_number(correct_scale, f"{where}.correct_scale", above=0)
     weights = (finite_number(format_weight, f"{where}.format_weight"), finite_number(correct_weight, f"{where}.correct_weight"))
     boolean(strict_names, f"{where}.strict_names")
     boolean(all_or_nothing, f"{where}.all_or_nothing")
+    if value_rule not in VALUE_RULES:
+        raise ValueError(f"{where}.value_rule must be one of {list(VALUE_RULES)}; got {value_rule!r}.")
     truth = parse_ground_truth(ground_truth)
+    same = CallComparison(value_rule, parameter_types(extra_info) if value_rule == "bfcl" else {})
     response = _strip(solution_str)
 
     format_ok = format_matches(response, truth)
@@ -110,8 +126,8 @@ def compute_score(
     elif calls is None:
         correct, exact = -scale, False
     else:
-        exact = calls == list(truth.calls)
-        fraction = float(exact) if all_or_nothing else call_match(truth.calls, calls, strict_names)
+        exact = same.calls(truth.calls, calls)
+        fraction = float(exact) if all_or_nothing else call_match(truth.calls, calls, strict_names, same)
         correct = -scale + 2 * scale * fraction
     format_score = float(format_ok)
     return {
@@ -194,9 +210,12 @@ def predicted_calls(response: str) -> list[dict[str, Any]] | None:
         return None
 
 
-def call_match(expected: Sequence[dict[str, Any]], predicted: Sequence[dict[str, Any]], strict: bool) -> float:
-    """ToolRL's tool-call score as a fraction of its maximum, in [0, 1]; 1 for identical call lists."""
-    if list(expected) == list(predicted):
+def call_match(expected: Sequence[dict[str, Any]], predicted: Sequence[dict[str, Any]], strict: bool,
+               same: CallComparison | None = None) -> float:
+    """ToolRL's tool-call score as a fraction of its maximum, in [0, 1]; 1 for identical call lists (values
+    compared by ``same``, BFCL's types by default)."""
+    same = same or CallComparison("bfcl", {})
+    if same.calls(expected, predicted):
         return 1.0
     score = overlap([call["name"] for call in expected], [call["name"] for call in predicted], strict)
     maximum = 1.0
@@ -210,7 +229,8 @@ def call_match(expected: Sequence[dict[str, Any]], predicted: Sequence[dict[str,
                 continue
             given = candidate["parameters"]
             value = overlap(list(parameters), list(given), strict)
-            value += sum(1.0 for key, expected_value in parameters.items() if key in given and _equal(given[key], expected_value))
+            value += sum(1.0 for key, expected_value in parameters.items()
+                         if key in given and same.value(call["name"], key, given[key], expected_value))
             if value > best:
                 best, best_index = value, index
         if best_index is not None:
@@ -229,13 +249,6 @@ def overlap(expected: Sequence[str], predicted: Sequence[str], strict: bool = Fa
     counts_expected, counts_predicted = Counter(expected), Counter(predicted)
     common = sum((counts_expected & counts_predicted).values())
     return common / (len(expected) + len(predicted) - common)
-
-
-def _equal(given: Any, expected: Any) -> bool:
-    try:
-        return bool(given == expected)
-    except RecursionError:  # values nested past Python's comparison depth are not a match
-        return False
 
 
 def _checked_calls(calls: Any, what: str) -> tuple[dict[str, Any], ...]:

@@ -64,15 +64,20 @@ def generate_to_file(args: Any, benchmarks: Mapping[str, Sequence[Mapping[str, A
         responses = generate(args.model, prompts, samples=args.samples, temperature=args.temperature,
                              top_p=args.top_p, max_tokens=args.max_tokens, tensor_parallel_size=args.tp)
         for index, (row, sampled) in enumerate(zip(rows, responses, strict=True)):
-            records.append({"benchmark": benchmark, "index": index,
-                            "ground_truth": row["reward_model"]["ground_truth"], "responses": sampled})
+            record = {"benchmark": benchmark, "index": index,
+                      "ground_truth": row["reward_model"]["ground_truth"], "responses": sampled}
+            types = (row.get("extra_info") or {}).get("parameter_types")
+            if types is not None:  # the tool-calling reward compares values by the tools' declared types
+                record["parameter_types"] = types
+            records.append(record)
     target = out / "generations.jsonl"
     target.write_text("".join(json.dumps(record) + "\n" for record in records))
     return target
 
 
 def load_generations(path: Path) -> list[dict[str, Any]]:
-    """JSONL, one question a line: ``benchmark``, ``ground_truth``, ``responses``: [{``text``, ``tokens``}]."""
+    """JSONL, one question a line: ``benchmark``, ``ground_truth``, ``responses``: [{``text``, ``tokens``}] (and, for
+    tool calling, the row's ``parameter_types``)."""
     records = []
     for number, record in read_jsonl(path):
         where = f"{path}:{number}"
@@ -161,7 +166,8 @@ def score_tool_generations(records: Sequence[Mapping[str, Any]]) -> dict[str, fl
     from gdpo_verl.rewards.tool_calling import compute_score as tool_score
 
     results = [
-        tool_score(record["benchmark"], response["text"], record["ground_truth"], {})
+        tool_score(record["benchmark"], response["text"], record["ground_truth"],
+                   {"parameter_types": record["parameter_types"]} if "parameter_types" in record else {})
         for record in records
         for response in record["responses"]
     ]

@@ -19,6 +19,9 @@ knob PROMPT_OVERFLOW "drop"             # drop | left | right | middle (see ../l
 knob FORMAT_WEIGHT "1.0"
 knob CORRECT_WEIGHT "1.0"
 knob CORRECT_SCALE "3.0"
+# bfcl: values typed as BFCL's checker types them (10.0 does not answer an integer, 1 does not answer true), as
+# the evaluation scores them; toolrl: Python's == as in ToolRL and the official code (docs/tool-calling.md, section 2)
+knob VALUE_RULE "bfcl"
 knob BATCH_NORM "token"
 
 # Actor (FSDP) and its loss. KL: the official script has no KL loss but a KL penalty of 0.001 in the reward,
@@ -75,6 +78,7 @@ TOOL_CALLING=(
     "data.val_files=${VAL_FILE}"
     "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.tool_calling"
     "+reward.custom_reward_function.reward_kwargs.correct_scale=${CORRECT_SCALE}"
+    "+reward.custom_reward_function.reward_kwargs.value_rule=${VALUE_RULE}"
     # the same weights in the summed score, which GRPO trains on: every estimator sees one weighted objective
     "+reward.custom_reward_function.reward_kwargs.format_weight=${FORMAT_WEIGHT}"
     "+reward.custom_reward_function.reward_kwargs.correct_weight=${CORRECT_WEIGHT}"

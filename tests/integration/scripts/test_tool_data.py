@@ -53,6 +53,38 @@ def test_raw_toolrl_rows_are_split_as_toolrl_splits_them_and_written_in_verl_lay
     assert first.prompt[0]["content"] == expected[0]["instruction"]
     assert first.reward_model == {"style": "rule", "ground_truth": expected[0]["output"]}
     assert first.extra_info["split"] == "train" and len(first.extra_info["tools"]) >= 1
+    # each listed tool's declared parameter types, read from its "Parameters:" line
+    declared = {json.loads(row.extra_info["parameter_types"]).get("search_books", {}).get("limit")
+                for row in train.itertuples()}
+    assert declared == {"int", None}
+
+
+def test_a_written_rows_values_are_compared_by_the_types_its_tools_declare(tmp_path):
+    raw = tmp_path / "rlla_rl.json"
+    raw.write_text(json.dumps(raw_rows()))
+    assert prepare("--out", tmp_path, "--toolrl", raw).returncode == 0
+    rows = [row for row in pd.read_parquet(tmp_path / "train.parquet").itertuples()
+            if '"convert_currency"' in row.reward_model["ground_truth"]
+            or '"search_books"' in row.reward_model["ground_truth"]]
+    assert {"convert_currency", "search_books"} <= {json.loads(row.extra_info["expected"])["tool_calls"][0]["name"]
+                                                   for row in rows}
+
+    def exact(row, declared=True, **given):
+        call = json.loads(row.extra_info["expected"])["tool_calls"][0]
+        call = {**call, "parameters": {**call["parameters"], **given}}
+        response = "<think>a</think>\n<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
+        extra_info = dict(row.extra_info) if declared else {}
+        return compute_score(row.data_source, response, row.reward_model["ground_truth"], extra_info)["exact_match"]
+
+    for row in rows:
+        if '"convert_currency"' in row.reward_model["ground_truth"]:
+            # "amount" is declared float, its gold 250: 250.0 answers it, which it would not without the declaration
+            assert exact(row, amount=250.0) == exact(row, amount=250) == 1.0
+            assert exact(row, declared=False, amount=250.0) == 0.0
+        else:
+            # "limit" is declared int: 3.0 is not 3
+            limit = json.loads(row.extra_info["expected"])["tool_calls"][0]["parameters"]["limit"]
+            assert exact(row, limit=float(limit)) == 0.0 and exact(row, limit=limit) == 1.0
 
 
 def test_every_written_row_scores_its_own_ground_truth_as_perfect_in_both_forms(tmp_path):

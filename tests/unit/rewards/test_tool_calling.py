@@ -182,12 +182,101 @@ def test_all_or_nothing_gives_the_maximum_or_the_minimum():
         ({"strict_names": "yes"}, "strict_names must be true or false"),
         ({"all_or_nothing": 1}, "all_or_nothing must be true or false"),
         ({"format_weight": float("nan")}, "format_weight must be a finite number"),
+        ({"value_rule": "python"}, "value_rule must be one of ['bfcl', 'toolrl']; got 'python'"),
         ({"scale": 3}, "unknown reward.custom_reward_function.reward_kwargs ['scale']"),
     ],
 )
 def test_bad_options_are_refused_with_their_name(options, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         score("<think>a</think>", truth(NEWS), **options)
+
+
+# --------------------------------------------------------------------------- values typed as BFCL types them
+
+AREA = {"name": "area", "parameters": {"base": 10, "ratio": 2.5, "exact": True, "unit": "cm", "sides": [3, 4.5],
+                                       "shape": {"n": 3, "closed": False}}}
+
+
+def with_value(parameter, value):
+    call = json.loads(json.dumps(AREA))
+    call["parameters"][parameter] = value
+    return call
+
+
+@pytest.mark.parametrize(
+    ("parameter", "given", "bfcl_right"),
+    [
+        # an integer only by an integer: not 10.0, not true
+        ("base", 10, True), ("base", 10.0, False), ("base", 1e1, False), ("base", True, False), ("base", "10", False),
+        # a float by an integer or a float of the same value, never a boolean or a string
+        ("ratio", 2.5, True), ("ratio", 2.50, True), ("ratio", 2, False), ("ratio", "2.5", False),
+        # a boolean only by a boolean
+        ("exact", True, True), ("exact", 1, False), ("exact", 1.0, False), ("exact", "true", False),
+        ("unit", "cm", True), ("unit", "CM", False),
+        # a list or an object of the right type, then equal by value, as BFCL compares them (no entry type declared)
+        ("sides", [3, 4.5], True), ("sides", [3.0, 4.5], True), ("sides", [True, 4.5], False),
+        ("sides", [3, 4.5, 1], False), ("sides", "[3, 4.5]", False),
+        ("shape", {"n": 3, "closed": False}, True), ("shape", {"n": 3.0, "closed": False}, True),
+        ("shape", {"n": 3}, False), ("shape", [3, False], False),
+    ],
+)
+def test_values_are_typed_as_bfcls_checker_types_them_and_toolrl_keeps_pythons_equality(parameter, given, bfcl_right):
+    response = "<think>a</think>\n" + calls_block(with_value(parameter, given))
+    bfcl = score(response, truth(AREA))
+    toolrl = score(response, truth(AREA), value_rule="toolrl")
+    assert bfcl["exact_match"] == float(bfcl_right)
+    assert (bfcl["correct"] == 3.0) is bfcl_right
+    # one value of six wrong: (1 + 1 + 5) / 8 of the range
+    assert bfcl["correct"] == pytest.approx(3.0 if bfcl_right else -3.0 + 6.0 * 7 / 8)
+    python_equal = given == AREA["parameters"][parameter]
+    assert toolrl["exact_match"] == float(python_equal)
+    assert toolrl["correct"] == pytest.approx(3.0 if python_equal else -3.0 + 6.0 * 7 / 8)
+
+
+def test_the_schemas_declared_types_decide_as_bfcls_checker_reads_them():
+    gold = {"name": "convert", "parameters": {"amount": 10, "year": 2024, "code": 7, "rate": 2.0,
+                                              "xs": [1.0, 3.0], "ys": [23, 45], "zs": [1, 2]}}
+    declared = {"convert": {"amount": "float, optional", "year": "int", "code": "string", "xs": "List[float]",
+                            "ys": "array[float]", "zs": "Tuple[int, ...]"}}
+    for extra_info in ({"parameter_types": declared}, {"parameter_types": json.dumps(declared)}):
+        def right(**given):
+            call = {"name": "convert", "parameters": {**gold["parameters"], **given}}
+            response = "<think>a</think>\n" + calls_block(call)
+            return compute_score("toolrl", response, truth(gold), extra_info)["exact_match"] == 1.0
+        assert right()
+        # a declared float ("float, optional" reads as float): the integer gold 10 is answered by 10 or 10.0
+        assert right(amount=10) and right(amount=10.0) and not right(amount=10.5) and not right(amount=True)
+        # a declared integer: only an integer
+        assert right(year=2024) and not right(year=2024.0)
+        # a declared string the gold value is not (7): the gold's type answers too, as in BFCL
+        assert right(code=7) and not right(code="7") and not right(code=7.0)
+        # nothing declared, a float gold: an integer of the same value answers it
+        assert right(rate=2) and right(rate=2.0) and not right(rate=True)
+        # a list's entries of their declared type, or of the gold's first entry's type
+        assert not right(xs=[1, 3]) and right(ys=[23.0, 45.0]) and right(ys=[23, 45.0])
+        assert not right(zs=[1.0, 2]) and not right(zs=[True, 2])
+    # without a declaration, the gold's type: an integer
+    assert score("<think>a</think>\n" + calls_block({"name": "convert", "parameters": {**gold["parameters"],
+                                                                                          "amount": 10.0}}),
+                 truth(gold))["exact_match"] == 0.0
+
+
+@pytest.mark.parametrize(("name", "kind", "entries"), [
+    ("integer", "integer", None), ("Int", "integer", None), ("number", "float", None), ("float, optional", "float", None),
+    ("Optional[bool]", "boolean", None), ("List[float]", "array", "float"), ("array[integer]", "array", "integer"),
+    ("Tuple[float, float]", "array", "float"), ("List[Union[int, float]]", "array", None),
+    ("List[List[float]]", "array", "array"), ("dict", "object", None), ("any", None, None), ("", None, None),
+])
+def test_type_names_are_read_in_the_spellings_toolrl_and_bfcl_use(name, kind, entries):
+    from gdpo_verl.rewards.tool_values import Declared, declared_type
+
+    assert declared_type(name) == Declared(kind, entries)
+
+
+@pytest.mark.parametrize("parameter_types", ["{not json", [1, 2], {"convert": "float"}, {"convert": {"amount": 1}}])
+def test_malformed_parameter_types_are_a_data_error_naming_the_field(parameter_types):
+    with pytest.raises(ValueError, match="extra_info.parameter_types"):
+        compute_score("toolrl", "<think>a</think>", truth(NEWS), {"parameter_types": parameter_types})
 
 
 # --------------------------------------------------------------------------- ground truth forms

@@ -1,0 +1,332 @@
+"""BFCL-v3, the paper's tool-calling evaluation, scored by BFCL's own checker and data (the ``bfcl-eval`` package).
+
+The evaluation has three steps, each run by ``scripts/evaluate_bfcl.py``:
+
+1. ``prompts`` (in BFCL's environment, ``scripts/setup_bfcl_env.sh``): each question of the single-turn categories
+   as the chat the policy was trained on: ToolRL's system prompt listing the question's functions (after BFCL's
+   own pre-processing of function docs, as its prompt-based handlers do), and the dialogue as ToolRL's user turn.
+   This is the prompt of ToolRL's BFCL handler (``benchmarks/BFCL/rlla_qwen.py``), written anew here.
+2. ``generate`` (on a GPU node with vLLM; needs no BFCL): a greedy response to each prompt.
+3. ``score`` (in BFCL's environment): each response decoded as ToolRL's handler decodes it (the calls of the last
+   ``<tool_call>`` block, a JSON object a line; lines that do not parse, and calls named "None", are left out),
+   then judged by BFCL's ``ast_checker`` (AST categories) or BFCL's relevance rule (a decoded call or none), and
+   summed up by BFCL's own weighted and unweighted means, as its leaderboard does.
+
+Multi-turn categories are not run: BFCL executes their calls in its own simulated environments, turn by turn,
+which this evaluation does not drive. BFCL's "Overall" averages live, non-live and multi-turn; without multi-turn,
+``score`` reports the single-turn overall (BFCL's unweighted mean of live and non-live).
+
+Only ``prompts`` and ``score`` import ``bfcl_eval``; its pins (numpy 1.26.4 among them) clash with verl's, hence
+an environment of its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gdpo_verl.rewards.tool_calling import GroundTruth, format_matches
+
+# The last release of bfcl-eval whose data and scoring are BFCL v3's (the next, 2025.8.25, is BFCL v4).
+BFCL_RELEASE = "2025.8.5"
+DATA_PREFIX = "BFCL_v3_"
+
+# The single-turn categories, with the language BFCL's checker reads each in.
+AST_CATEGORIES = {
+    "simple": "Python", "multiple": "Python", "parallel": "Python", "parallel_multiple": "Python",
+    "java": "Java", "javascript": "JavaScript",
+    "live_simple": "Python", "live_multiple": "Python", "live_parallel": "Python", "live_parallel_multiple": "Python",
+}
+RELEVANCE_CATEGORIES = ("irrelevance", "live_irrelevance", "live_relevance")
+CATEGORIES = (*AST_CATEGORIES, *RELEVANCE_CATEGORIES)
+
+# BFCL's checker takes a model name only to decide whether "." in function names was written as "_" (for APIs
+# that refuse dots); a prompt-based model of its table that keeps dots, as ToolRL's handler does.
+CHECKER_MODEL = "Qwen/Qwen3-0.6B"
+
+# ToolRL's system prompt (ToolRL, benchmarks/BFCL/rlla_qwen.py), the one its training data carries.
+CALL_EXAMPLE = (
+    '{"name": "Tool name", "parameters": {"Parameter name": "Parameter content", "... ...": "... ..."}}\n'
+    '{"name": "... ...", "parameters": {"... ...": "... ...", "... ...": "... ..."}}'
+)
+SYSTEM_PROMPT = """You are a helpful multi-turn dialogue assistant capable of leveraging tool calls to solve user tasks and provide structured chat responses.
+
+**Available Tools**
+In your response, you can use the following tools:
+{tools}
+
+**Steps for Each Turn**
+1. **Think:** Recall relevant context and analyze the current user goal.
+2. **Decide on Tool Usage:** If a tool is needed, specify the tool and its parameters.
+3. **Respond Appropriately:** If a response is needed, generate one while maintaining consistency across user queries.
+
+**Output Format**
+```plaintext
+<think> Your thoughts and reasoning </think>
+<tool_call>
+{call_example}
+...
+</tool_call>
+<response> AI's final response </response>
+```
+
+**Important Notes**
+1. You must always include the `<think>` field to outline your reasoning. Provide at least one of `<tool_call>` or `<response>`. Decide whether to use `<tool_call>` (possibly multiple times), `<response>`, or both.
+2. You can invoke multiple tool calls simultaneously in the `<tool_call>` fields. Each tool call should be a JSON object with a "name" field and an "parameters" field containing a dictionary of parameters. If no parameters are needed, leave the "parameters" field an empty dictionary.
+3. Refer to the previous dialogue records in the history, including the user's queries, previous `<tool_call>`, `<response>`, and any tool feedback noted as `<obs>` (if exists).
+"""
+USER_SUFFIX = (
+    "\nIf there's no appropriate tools to apply or required parameters are missing, please directly inform me in "
+    "your response without any tool call, or call the tool with the name as 'None'. Otherwise, you should use one "
+    "or more necessary tool calls to complete the given task in this turn."
+)
+
+
+def bfcl():
+    """The installed ``bfcl_eval`` modules this evaluation uses, or a ValueError saying how to get them. BFCL writes
+    result folders under its project root when imported; that root is pointed at a temporary folder."""
+    if "BFCL_PROJECT_ROOT" not in os.environ:
+        root = tempfile.mkdtemp(prefix="bfcl-root-")
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        os.environ["BFCL_PROJECT_ROOT"] = root
+    try:
+        from bfcl_eval import utils
+        from bfcl_eval.constants import eval_config
+        from bfcl_eval.constants.model_config import MODEL_CONFIG_MAPPING
+        from bfcl_eval.eval_checker import eval_runner_helper
+        from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
+        from bfcl_eval.model_handler.utils import func_doc_language_specific_pre_processing
+    except ImportError as exc:
+        raise ValueError(
+            f"BFCL's package is not importable here ({exc}); run this step in BFCL's environment: "
+            "bash scripts/setup_bfcl_env.sh, then .venv-bfcl/bin/python scripts/evaluate_bfcl.py ..."
+        ) from exc
+    if CHECKER_MODEL not in MODEL_CONFIG_MAPPING or MODEL_CONFIG_MAPPING[CHECKER_MODEL].underscore_to_dot:
+        raise ValueError(f"bfcl-eval's model table no longer has {CHECKER_MODEL} keeping '.' in function names; "
+                         f"use bfcl-eval=={BFCL_RELEASE}")
+    return utils, eval_config, eval_runner_helper, ast_checker, func_doc_language_specific_pre_processing
+
+
+def load_category(category: str) -> list[dict[str, Any]]:
+    """BFCL's questions of ``category``, each with its ``possible_answer`` (AST categories) from BFCL's data."""
+    if category not in CATEGORIES:
+        raise ValueError(f"unknown BFCL category {category!r}; the single-turn categories are {list(CATEGORIES)}")
+    utils, eval_config, *_ = bfcl()
+    path = Path(eval_config.PROMPT_PATH) / f"{DATA_PREFIX}{category}.json"
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: this bfcl-eval is not BFCL v3's; install bfcl-eval=={BFCL_RELEASE}")
+    questions = utils.load_file(path)
+    if category in AST_CATEGORIES:
+        answers = {entry["id"]: entry["ground_truth"]
+                   for entry in utils.load_file(Path(eval_config.POSSIBLE_ANSWER_PATH) / path.name)}
+        for question in questions:
+            question["possible_answer"] = answers[question["id"]]
+    return questions
+
+
+def tool_list(functions: Sequence[Mapping[str, Any]]) -> str:
+    """The tools as ToolRL's system prompt lists them: number, name, description, parameters' properties."""
+    return "\n".join(
+        f"{number}. Name: {function['name']}\nDescription: {function['description']}\n"
+        f"Parameters: {json.dumps(function['parameters'].get('properties', {}))}"
+        for number, function in enumerate(functions, 1)
+    )
+
+
+def toolrl_chat(question: Mapping[str, Any], category: str) -> list[dict[str, str]]:
+    """The [system, user] chat of ToolRL's handler for one single-turn question."""
+    *_, pre_process = bfcl()
+    functions = pre_process(json.loads(json.dumps(question["function"])), category)
+    user = "**Dialogue Records History**\n"
+    for message in question["question"][0]:
+        if message["role"] == "user":
+            user += f"<user> {message['content'].strip()}{USER_SUFFIX} </user>\n"
+        elif message["role"] == "assistant":
+            user += f"\n{message['content'].strip()}\n"
+    system = SYSTEM_PROMPT.format(tools=tool_list(functions), call_example=CALL_EXAMPLE)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user.strip()}]
+
+
+def prompt_records(categories: Sequence[str]) -> list[dict[str, Any]]:
+    """One ``{id, category, prompt}`` per question of ``categories``: what ``generate`` answers."""
+    if not categories:
+        raise ValueError(f"no category given; the single-turn categories are {list(CATEGORIES)}")
+    return [{"id": question["id"], "category": category, "prompt": toolrl_chat(question, category)}
+            for category in categories for question in load_category(category)]
+
+
+def decode(response: str) -> list[Any]:
+    """The calls of a response as ToolRL's BFCL handler decodes them: ``[{name: parameters}, ...]`` from the last
+    ``<tool_call>`` block, one JSON object a line; a line that does not parse or lacks a field, and a call named
+    "None", are left out; no block: ``[]``."""
+    if "<tool_call>" not in response:
+        return []
+    lines = response.split("<tool_call>")[-1].split("</tool_call>")[0].strip().split("\n")
+    calls = []
+    for line in lines:
+        try:
+            call = json.loads(line)
+            name = call["name"]
+            if name.strip().lower() == "none":
+                continue
+            calls.append({name: call["parameters"]})
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            continue  # what the handler's bare except leaves out
+    return calls
+
+
+def accepted_calls(question: Mapping[str, Any], omit_optional: bool = True) -> list[dict[str, Any]]:
+    """One answer BFCL accepts, as ToolRL's calls: each function of the possible answer with, per parameter, the
+    first value listed other than "" (BFCL's mark for "may be omitted"); an optional parameter whose list has "" is
+    omitted unless ``omit_optional`` is false. A dict of accepted-value lists (alone or in a list) is answered
+    likewise, entry by entry."""
+    required = {function["name"]: set(function["parameters"].get("required", [])) for function in question["function"]}
+
+    def one(values: Any, optional: bool) -> tuple[Any, bool]:
+        if not isinstance(values, list) or (omit_optional and optional and "" in values):
+            return None, False
+        listed = [value for value in values if value != ""]
+        if not listed:
+            return None, False
+        return accepted_value(listed[0]), True
+
+    def accepted_value(value: Any) -> Any:  # a dict of accepted-value lists, or a list of such dicts
+        if isinstance(value, list):
+            return [accepted_value(entry) for entry in value]
+        if isinstance(value, dict) and all(isinstance(entry, list) for entry in value.values()):
+            return {key: chosen for key, (chosen, kept) in ((key, one(entry, True)) for key, entry in value.items())
+                    if kept}
+        return value
+
+    calls = []
+    for expected in question["possible_answer"]:
+        (name, parameters), = expected.items()
+        needed = required.get(name, set())
+        kept = {key: value for key, (value, keep) in
+                ((key, one(values, key not in needed)) for key, values in parameters.items()) if keep}
+        calls.append({"name": name, "parameters": kept})
+    return calls
+
+
+def toolrl_response(calls: Sequence[Mapping[str, Any]]) -> str:
+    """``calls`` written as a response in ToolRL's format."""
+    return "<think> ok </think>\n<tool_call>\n" + "\n".join(json.dumps(call) for call in calls) + "\n</tool_call>"
+
+
+def has_format(response: str) -> bool:
+    """ToolRL's output format: ``<think>...</think>``, then a ``<tool_call>`` block and/or a ``<response>``, in
+    that order, each tag once (the format reward's rule, with the blocks the response has)."""
+    truth = GroundTruth(calls=() if "<tool_call>" in response else None,
+                        response="" if "<response>" in response else None)
+    return (truth.calls is not None or truth.response is not None) and format_matches(response.strip(), truth)
+
+
+def judge(question: Mapping[str, Any], category: str, response: str) -> tuple[bool, str]:
+    """BFCL's verdict on one response, and its error type ("" when right)."""
+    utils, _, _, ast_checker, _ = bfcl()
+    decoded = decode(response)
+    if category in RELEVANCE_CATEGORIES:
+        calls = not utils.is_empty_output(decoded)
+        right = not calls if "irrelevance" in category else calls
+        error = "irrelevance_error:decoder_success" if calls else "relevance_error:decoder_failed"
+        return right, "" if right else error
+    if not utils.is_function_calling_format_output(decoded):
+        return False, "ast_decoder:decoder_wrong_output_format"
+    result = ast_checker(question["function"], decoded, question["possible_answer"], AST_CATEGORIES[category],
+                         category, CHECKER_MODEL)
+    return bool(result["valid"]), "" if result["valid"] else str(result.get("error_type", "invalid"))
+
+
+def score_run(generations: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Accuracy per category, BFCL's summaries of the categories present, and the format rate, for one run's
+    ``{id, category, response}`` records. Every question of a category present must have one response."""
+    _, _, helper, _, _ = bfcl()
+    by_category: dict[str, dict[str, str]] = {}
+    for record in generations:
+        if not isinstance(record, Mapping) or record.get("category") not in CATEGORIES \
+                or not isinstance(record.get("id"), str) or not isinstance(record.get("response"), str):
+            raise ValueError(f"a generation needs an id, a category of {list(CATEGORIES)} and a response text; got "
+                             f"{str(record)[:200]!r}")
+        responses = by_category.setdefault(record["category"], {})
+        if record["id"] in responses:
+            raise ValueError(f"{record['category']} question {record['id']} has two responses; one run holds one each")
+        responses[record["id"]] = record["response"]
+    if not by_category:
+        raise ValueError("no generations to score")
+    accuracy: dict[str, dict[str, Any]] = {}
+    errors: Counter[str] = Counter()
+    formatted = total = 0
+    for category, responses in by_category.items():
+        questions = load_category(category)
+        missing = sorted({question["id"] for question in questions} - set(responses))
+        if missing or len(responses) != len(questions):
+            raise ValueError(f"category {category}: {len(missing)} of BFCL's {len(questions)} questions have no "
+                             f"response (e.g. {missing[:3]}), or responses name questions it does not have")
+        right = 0
+        for question in questions:
+            response = responses[question["id"]]
+            try:
+                verdict, error = judge(question, category, response)
+            except Exception as exc:  # BFCL's checker raising on a response: named, and the run stops (as BFCL's)
+                raise ValueError(f"BFCL's checker raised on {category} question {question['id']}: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+            right += verdict
+            if not verdict:
+                errors[error] += 1
+            formatted += has_format(response)
+            total += 1
+        accuracy[category] = {"accuracy": right / len(questions), "total_count": len(questions),
+                              "display_accuracy": right / len(questions)}
+    summary = {category: value["accuracy"] for category, value in accuracy.items()}
+    summary.update(summaries(accuracy, helper))
+    summary["format_rate"] = formatted / total
+    return {"accuracy": summary, "errors": dict(errors)}
+
+
+def summaries(accuracy: Mapping[str, Mapping[str, Any]], helper: Any) -> dict[str, float]:
+    """BFCL's leaderboard summaries (eval_runner_helper's weighted and unweighted means), each where all of its
+    categories were scored."""
+    weighted, unweighted = helper.calculate_weighted_accuracy, helper.calculate_unweighted_accuracy
+    found: dict[str, Any] = {}
+
+    def have(*names: str) -> bool:
+        return all(name in accuracy for name in names)
+
+    if have("simple", "java", "javascript", "multiple", "parallel", "parallel_multiple"):
+        simple = unweighted([accuracy["simple"], accuracy["java"], accuracy["javascript"]])
+        parts = [simple, accuracy["multiple"], accuracy["parallel"], accuracy["parallel_multiple"]]
+        found["non_live_ast"] = unweighted(parts)
+        if have("irrelevance"):
+            found["non_live"] = unweighted([*parts, accuracy["irrelevance"]], display_na_if_category_missing=False)
+    live_ast = ["live_simple", "live_multiple", "live_parallel", "live_parallel_multiple"]
+    if have(*live_ast):
+        found["live_ast"] = weighted([accuracy[name] for name in live_ast])
+        if have("live_irrelevance", "live_relevance"):
+            found["live"] = weighted([accuracy[name] for name in [*live_ast, "live_irrelevance", "live_relevance"]],
+                                     display_na_if_category_missing=False)
+    if "live" in found and "non_live" in found:
+        found["single_turn_overall"] = unweighted([found["live"], found["non_live"]])
+    if have("irrelevance", "live_irrelevance"):
+        found["irrelevance_total"] = unweighted([accuracy["irrelevance"], accuracy["live_irrelevance"]])
+    return {name: value["accuracy"] for name, value in found.items()}
+
+
+SUMMARY_ROWS = ("single_turn_overall", "non_live", "non_live_ast", "live", "live_ast", "irrelevance_total",
+                "format_rate")
+
+
+def markdown_table(columns: Mapping[str, Mapping[str, float]]) -> str:
+    """Runs side by side: BFCL's summaries, then every category, in percent."""
+    names = [name for name in (*SUMMARY_ROWS, *CATEGORIES) if any(name in column for column in columns.values())]
+    lines = ["| BFCL v3 | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for name in names:
+        cells = [f"{100 * column[name]:.2f}" if name in column else "-" for column in columns.values()]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,26 @@
+# Sourced by the set-up scripts of environments that a run may be using while the script runs again (the learning
+# study and the tests call them before their runs): an environment set up by the same script for the same
+# pyproject.toml is left as it is, with no pip run and nothing rewritten under that run.
+#
+#   env_is_set_up VENV FILE...  creates VENV if missing; true when the set-up script and the files it reads (FILE...,
+#                               with pyproject.toml), as they are now, already set VENV up
+#   mark_set_up VENV FILE...    records that they set VENV up (call it last, after every step succeeded)
+
+env_stamp() {
+    cat "${@:2}" pyproject.toml | sha256sum | cut -d' ' -f1
+}
+
+env_is_set_up() {
+    if [ ! -x "$1/bin/python" ]; then
+        "${PYTHON:-python3}" -m venv "$1"
+    fi
+    if [ -f "$1/.gdpo-verl-setup" ] && [ "$(cat "$1/.gdpo-verl-setup")" = "$(env_stamp "$@")" ]; then
+        return 0
+    fi
+    rm -f "$1/.gdpo-verl-setup"
+    return 1
+}
+
+mark_set_up() {
+    env_stamp "$@" > "$1/.gdpo-verl-setup"
+}
