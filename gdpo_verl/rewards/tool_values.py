@@ -114,7 +114,7 @@ def same_value(given: Any, expected: Any, declared: Declared = Declared()) -> bo
         found = "float"  # BFCL converts an integer given for a declared float
     if found not in (declared.kind, gold):
         return False
-    if found == "array" and declared.entries is not None and expected:
+    if found == gold == "array" and declared.entries is not None and expected:
         first = json_kind(expected[0])
         if any(json_kind(entry) not in (declared.entries, first) for entry in given):
             return False

@@ -261,6 +261,17 @@ def test_the_schemas_declared_types_decide_as_bfcls_checker_reads_them():
                  truth(gold))["exact_match"] == 0.0
 
 
+def test_a_list_answering_a_gold_that_is_no_list_scores_without_raising():
+    # the schema declares a list, the gold is not one (a data slip): a list given is compared, never indexed as gold
+    gold = {"name": "f", "parameters": {"a": 5, "b": {"k": 1}, "c": "xy"}}
+    extra_info = {"parameter_types": {"f": {"a": "List[int]", "b": "list[int]", "c": "array[string]"}}}
+    for given in ({"a": [5]}, {"b": [1]}, {"c": ["x", "y"]}):
+        call = {"name": "f", "parameters": {**gold["parameters"], **given}}
+        result = compute_score("toolrl", "<think>a</think>\n" + calls_block(call), truth(gold), extra_info)
+        assert result["exact_match"] == 0.0 and -3.0 < result["correct"] < 3.0
+    assert compute_score("toolrl", "<think>a</think>\n" + calls_block(gold), truth(gold), extra_info)["correct"] == 3.0
+
+
 @pytest.mark.parametrize(("name", "kind", "entries"), [
     ("integer", "integer", None), ("Int", "integer", None), ("number", "float", None), ("float, optional", "float", None),
     ("Optional[bool]", "boolean", None), ("List[float]", "array", "float"), ("array[integer]", "array", "integer"),
