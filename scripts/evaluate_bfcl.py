@@ -40,11 +40,12 @@ def prompts(args: argparse.Namespace) -> int:
 def generate(args: argparse.Namespace) -> int:
     from gdpo_verl.verl_adapter.generation import generate as vllm_generate
 
-    records = [record for _, record in read_jsonl(args.prompts)]
+    records = []
     for number, record in read_jsonl(args.prompts):
         if not isinstance(record, dict) or not {"id", "category", "prompt"} <= set(record):
             raise ValueError(f"{args.prompts}:{number}: not a prompt record (id, category, prompt); write the file "
                              "with `evaluate_bfcl.py prompts`")
+        records.append(record)
     responses = vllm_generate(args.model, [record["prompt"] for record in records], samples=1, temperature=0.0,
                               top_p=1.0, max_tokens=args.max_tokens, tensor_parallel_size=args.tp,
                               max_model_len=args.max_model_len, dtype=args.dtype,

@@ -211,10 +211,9 @@ def predicted_calls(response: str) -> list[dict[str, Any]] | None:
 
 
 def call_match(expected: Sequence[dict[str, Any]], predicted: Sequence[dict[str, Any]], strict: bool,
-               same: CallComparison | None = None) -> float:
+               same: CallComparison) -> float:
     """ToolRL's tool-call score as a fraction of its maximum, in [0, 1]; 1 for identical call lists (values
-    compared by ``same``, BFCL's types by default)."""
-    same = same or CallComparison("bfcl", {})
+    compared by ``same``, under the value rule)."""
     if same.calls(expected, predicted):
         return 1.0
     score = overlap([call["name"] for call in expected], [call["name"] for call in predicted], strict)
