@@ -19,7 +19,6 @@ it. This module imports torch and numpy only.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -27,17 +26,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from gdpo_verl.core.checks import finite_number
 from gdpo_verl.core.conditions import Condition, applies_under_conditions, apply_conditions, check_conditions
 from gdpo_verl.core.inputs import check_rewards, outcome_inputs, outcome_scores, weight_vector_for
-from gdpo_verl.core.variants import (
-    ADAPTIVE_WEIGHTS, BASELINES, CONFLICTS, DEFAULT_CONFLICT_THRESHOLD, conflict_keep, group_kept_fraction, saw_weights,
-)
+from gdpo_verl.core.options import COMPUTED, DEFAULTS, OPTIONS, checked
+from gdpo_verl.core.variants import conflict_keep, group_kept_fraction, saw_weights
 
-BATCH_NORMS = ("token", "sequence", "none")
-# The defaults of algorithm.gdpo.batch_norm and algorithm.gdpo.eps (gdpo_verl/config/gdpo/settings.yaml).
-DEFAULT_BATCH_NORM = "token"
-DEFAULT_EPS = 1e-6
+# What algorithm.gdpo.batch_norm takes, and the defaults of batch_norm and eps (declared in options.py).
+BATCH_NORMS = OPTIONS["batch_norm"].choices
+DEFAULT_BATCH_NORM = DEFAULTS["batch_norm"]
+DEFAULT_EPS = DEFAULTS["eps"]
 
 # verl's masked_whiten adds this to the variance before the inverse square root.
 WHITEN_VAR_EPS = 1e-8
@@ -48,47 +45,25 @@ OTHERS_EQUAL_RTOL = 1e-12
 
 @dataclass(frozen=True)
 class GdpoOptions:
-    """How a GDPO computation normalizes (the keyword options of ``gdpo_outcome_parts``), checked on creation.
-
-    Attributes:
-        conditions: keep a reward only where another reaches a threshold (``Condition``), before step 1.
-        norm_by_std: divide by the group std (step 1); False only centres (verl's ``norm_adv_by_std_in_grpo``).
-        batch_norm: ``"token"`` (verl's masked whitening), ``"sequence"`` (the paper's Eq. 6) or ``"none"``.
-        eps: added to every std.
-        baseline: ``"mean"`` (the paper: the group mean) or ``"leave_one_out"`` (the mean of the group's other
-            responses, and their std; NeMo-RL's ``use_leave_one_out_baseline``).
-        conflict: ``"none"``, ``"hard"`` or ``"snr"``: GD2PO's masking of responses whose rewards pull apart.
-        conflict_threshold: ``"snr"`` masks a response whose agreement |s| is below it (in [0, 1]).
-        adaptive_weights: ``"none"`` or ``"saw"``: SAW's per-batch weights, multiplying ``weights``.
+    """How a GDPO computation normalizes (the keyword options of ``gdpo_outcome_parts``), checked on creation:
+    the options ``options.COMPUTED``, each with the default, check and meaning declared there (``options.OPTIONS``).
     """
 
-    conditions: tuple[Condition, ...] = ()
-    norm_by_std: bool = True
-    batch_norm: str = DEFAULT_BATCH_NORM
-    eps: float = DEFAULT_EPS
-    baseline: str = "mean"
-    conflict: str = "none"
-    conflict_threshold: float = DEFAULT_CONFLICT_THRESHOLD
-    adaptive_weights: str = "none"
+    conditions: tuple[Condition, ...] = DEFAULTS["conditions"]
+    norm_by_std: bool = DEFAULTS["norm_by_std"]
+    batch_norm: str = DEFAULTS["batch_norm"]
+    eps: float = DEFAULTS["eps"]
+    baseline: str = DEFAULTS["baseline"]
+    conflict: str = DEFAULTS["conflict"]
+    conflict_threshold: float = DEFAULTS["conflict_threshold"]
+    adaptive_weights: str = DEFAULTS["adaptive_weights"]
 
     def __post_init__(self) -> None:
         flag = self.norm_by_std
         if isinstance(flag, torch.Tensor) and flag.numel() == 1 and not flag.is_floating_point():
-            flag = flag.item()
-        if not (isinstance(flag, (bool, np.bool_)) or isinstance(flag, numbers.Integral) and flag in (0, 1)):
-            raise ValueError(f"norm_by_std must be True or False (or 1 or 0); got {self.norm_by_std!r}.")
-        check_options(self.batch_norm, self.eps)
-        for name, value, allowed in (("baseline", self.baseline, BASELINES), ("conflict", self.conflict, CONFLICTS),
-                                     ("adaptive_weights", self.adaptive_weights, ADAPTIVE_WEIGHTS)):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
-        threshold = finite_number(self.conflict_threshold, "conflict_threshold", minimum=0)
-        if threshold > 1:
-            raise ValueError(f"conflict_threshold must be at most 1 (|s| never exceeds 1); got {threshold!r}.")
-        object.__setattr__(self, "conflict_threshold", threshold)
-        object.__setattr__(self, "conditions", tuple(self.conditions))
-        object.__setattr__(self, "norm_by_std", bool(flag))
-        object.__setattr__(self, "eps", float(self.eps))
+            object.__setattr__(self, "norm_by_std", flag.item())
+        for name in COMPUTED:
+            object.__setattr__(self, name, checked(name, getattr(self, name)))
 
 
 @dataclass(frozen=True)
@@ -167,14 +142,14 @@ def gdpo_outcome_parts(
     index: Any,
     weights: Mapping[str, float] | None = None,
     *,
-    conditions: Sequence[Condition] = (),
-    norm_by_std: bool = True,
-    batch_norm: str = DEFAULT_BATCH_NORM,
-    eps: float = DEFAULT_EPS,
-    baseline: str = "mean",
-    conflict: str = "none",
-    conflict_threshold: float = DEFAULT_CONFLICT_THRESHOLD,
-    adaptive_weights: str = "none",
+    conditions: Sequence[Condition] = DEFAULTS["conditions"],
+    norm_by_std: bool = DEFAULTS["norm_by_std"],
+    batch_norm: str = DEFAULTS["batch_norm"],
+    eps: float = DEFAULTS["eps"],
+    baseline: str = DEFAULTS["baseline"],
+    conflict: str = DEFAULTS["conflict"],
+    conflict_threshold: float = DEFAULTS["conflict_threshold"],
+    adaptive_weights: str = DEFAULTS["adaptive_weights"],
     applies: Mapping[str, Any] | None = None,
 ) -> GdpoParts:
     """GDPO on one outcome score per response and reward (``advantages`` is None).
@@ -196,8 +171,8 @@ def gdpo_outcome_parts(
     """
     names, raw_scores, valid_tokens, applied = outcome_inputs(scores, valid_tokens, applies)
     base_weight = weight_vector_for(names, weights)
-    options = GdpoOptions(check_conditions(names, conditions), norm_by_std, batch_norm, eps, baseline, conflict,
-                          conflict_threshold, adaptive_weights)
+    options = GdpoOptions(check_conditions(names, checked("conditions", conditions)), norm_by_std, batch_norm, eps,
+                          baseline, conflict, conflict_threshold, adaptive_weights)
     group, num_groups = group_ids(index, raw_scores.shape[0], raw_scores.device)
 
     rewards = apply_conditions(raw_scores, names, options.conditions, applied)
@@ -517,17 +492,6 @@ def batch_normalize(
 
 
 # --------------------------------------------------------------------------- options
-
-
-def check_options(batch_norm: str, eps: float) -> None:
-    """Raise ValueError unless ``batch_norm`` is one of BATCH_NORMS and ``eps`` a number in [0, 1]."""
-    if batch_norm not in BATCH_NORMS:
-        raise ValueError(f"batch_norm must be one of {BATCH_NORMS}; got {batch_norm!r}.")
-    if finite_number(eps, "eps", minimum=0) > 1:
-        raise ValueError(
-            f"eps must be at most 1; got {eps!r}. It is added to every std, so a large eps shrinks every advantage "
-            "towards 0 (training on nothing). Typical values: 1e-6 (the default), 1e-4 (TRL)."
-        )
 
 
 def _check_finite(final: torch.Tensor) -> None:

@@ -9,16 +9,22 @@ from typing import Any
 import numpy as np
 
 
+def shown(value: Any) -> str:
+    """``value`` for an error message: its repr, short even for a long list or string, and an integer too large
+    for a float by its size (Python refuses to print one of over 4,300 digits)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and abs(int(value)) > 2**1024:
+        return f"an integer too large for a float (about {int(int(value).bit_length() * math.log10(2)) + 1:,} digits)"
+    return f"{value!r:.80}"
+
+
 def finite_number(value: Any, what: str, *, minimum: float | None = None, above: float | None = None) -> float:
     """``value`` as a float: a real, finite number (a bool is not one), at least ``minimum``, above ``above``."""
     if isinstance(value, (bool, np.bool_)) or not is_reward_value(value):
-        huge = isinstance(value, numbers.Integral) and is_number(value) and abs(int(value)) > 2**1024
-        shown = "an integer too large for a float" if huge else repr(value)
-        raise ValueError(f"{what} must be a finite number; got {shown}.")
+        raise ValueError(f"{what} must be a finite number; got {shown(value)}.")
     if minimum is not None and value < minimum:
-        raise ValueError(f"{what} must be at least {minimum:g}; got {value!r}.")
+        raise ValueError(f"{what} must be at least {minimum:g}; got {shown(value)}.")
     if above is not None and value <= above:
-        raise ValueError(f"{what} must be above {above:g}; got {value!r}.")
+        raise ValueError(f"{what} must be above {above:g}; got {shown(value)}.")
     return float(value)
 
 

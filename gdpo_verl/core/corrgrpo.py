@@ -35,6 +35,7 @@ from gdpo_verl.core.advantage import (
 )
 from gdpo_verl.core.conditions import Condition, applies_under_conditions, apply_conditions, check_conditions
 from gdpo_verl.core.inputs import outcome_inputs, weight_vector_for
+from gdpo_verl.core.options import checked
 
 ESTIMATOR = "corrgrpo"
 # The name the authors' verl fork registers it under (``algorithm.adv_estimator=grpo_covariance_coefficient``).
@@ -74,7 +75,7 @@ def corrgrpo_outcome_parts(
     """
     names, raw_scores, valid_tokens, applied = outcome_inputs(scores, valid_tokens, applies)
     weight = weight_vector_for(names, weights).to(raw_scores.device)
-    options = GdpoOptions(check_conditions(names, conditions), norm_by_std, "none", eps)
+    options = GdpoOptions(check_conditions(names, checked("conditions", conditions)), norm_by_std, "none", eps)
     if options.norm_by_std and options.eps <= 0:
         raise ValueError(f"CorrGRPO needs eps above 0 (it is added under the square root, and the rewards' "
                          f"correlations can sum to 0); got {eps!r}. Use the default, 1e-6.")

@@ -17,7 +17,7 @@ import numbers
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -25,12 +25,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from gdpo_verl.core.advantage import BATCH_NORMS, DEFAULT_BATCH_NORM, DEFAULT_EPS, GdpoParts, gdpo_outcome_parts
+from gdpo_verl.core.advantage import GdpoParts, gdpo_outcome_parts
 from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.core.corrgrpo import AUTHORS_NAME, ESTIMATOR as CORRGRPO, corrgrpo_outcome_parts
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.jsonl import NotRegularFile, iter_jsonl, open_regular
-from gdpo_verl.core.variants import ADAPTIVE_WEIGHTS, BASELINES, CONFLICTS, DEFAULT_CONFLICT_THRESHOLD, weights_at
+from gdpo_verl.core.options import DEFAULTS, GDPO_ONLY, OPTIONS, RECORDED, checked, unread
+from gdpo_verl.core.variants import weights_at
 
 RECORD_FILE = "gdpo_steps.jsonl"
 # Records of steps that a resumed run ran again, moved out of RECORD_FILE (see set_aside_steps_from).
@@ -40,12 +41,15 @@ FORMAT = "gdpo-verl/steps-v1"
 _STEP = re.compile(rb'\{"format": "[^"]*", "step": (\d+)')
 # Steps and response lengths: whole numbers a float64 holds exactly (the arithmetic and the plots take floats).
 MAX_WHOLE = 2**53
-# The options beyond the paper's, each written to a record (a record without one was computed with its default).
-VARIANT_OPTIONS = ("baseline", "conflict", "conflict_threshold", "adaptive_weights")
 # What computed a step: "gdpo" (gdpo_outcome_parts), or CorrGRPO (gdpo_verl.core.corrgrpo).
 ESTIMATORS = ("gdpo", CORRGRPO)
 
 logger = logging.getLogger("gdpo_verl")
+
+
+def recorded_defaults(**changed: Any) -> dict[str, Any]:
+    """The recorded options (``options.RECORDED``) at their defaults, but for ``changed``."""
+    return {name: changed.get(name, DEFAULTS[name]) for name in RECORDED}
 
 
 @dataclass
@@ -55,21 +59,15 @@ class StepRecord:
     rewards: dict[str, list[float]]
     response_length: list[int] | None
     weights: dict[str, float] | None = None
-    norm_by_std: bool = True
-    batch_norm: str = DEFAULT_BATCH_NORM
-    eps: float = DEFAULT_EPS
-    baseline: str = "mean"
-    conflict: str = "none"
-    conflict_threshold: float = DEFAULT_CONFLICT_THRESHOLD
-    adaptive_weights: str = "none"
+    # the options the step was computed with (each of options.RECORDED; a record without one: its default)
+    recorded: dict[str, Any] = field(default_factory=recorded_defaults)
     source: str = ""  # "<file>:<line>" it was read from, for error messages
     estimator: str = "gdpo"  # or "corrgrpo" (a record without the field is GDPO's)
 
     @property
     def options(self) -> dict[str, Any]:
         """The keyword options of ``gdpo_outcome_parts`` the step was computed with, and ``estimator``."""
-        return {name: getattr(self, name)
-                for name in (*VARIANT_OPTIONS, "norm_by_std", "batch_norm", "eps", "estimator")}
+        return {**self.recorded, "estimator": self.estimator}
 
 
 def example_path() -> Path:
@@ -100,10 +98,7 @@ class RecordWriter:
                                                else parts.base_weights).tolist(), strict=True)),
             "response_length": [int(n) for n in parts.valid_tokens.tolist()],
             "advantage": [round(value, 6) for value in parts.final.tolist()],
-            "norm_by_std": options.norm_by_std,
-            "batch_norm": options.batch_norm,
-            "eps": options.eps,
-            **{name: getattr(options, name) for name in VARIANT_OPTIONS},
+            **{name: getattr(options, name) for name in RECORDED},
             "estimator": parts.estimator,
         }
         path = directory / RECORD_FILE
@@ -319,39 +314,17 @@ def _from_record(path: Path, number: int, row: dict, rewards: Sequence[str] | No
         bad = [value for value in weights.values() if not _is_finite(value)]
         if bad:
             raise ValueError(f"{where}: weights must be finite numbers; got {_describe(bad[0])}.")
-    norm_by_std = row.get("norm_by_std", True)
-    if not isinstance(norm_by_std, bool):
-        raise ValueError(f"{where}: norm_by_std must be true or false; got {_describe(norm_by_std)}.")
-    batch_norm = row.get("batch_norm", DEFAULT_BATCH_NORM)
-    if not isinstance(batch_norm, str) or batch_norm not in BATCH_NORMS:
-        raise ValueError(f"{where}: batch_norm must be one of {BATCH_NORMS}; got {_describe(batch_norm)}.")
-    eps = row.get("eps", DEFAULT_EPS)
-    if not _is_finite(eps) or not 0 <= eps <= 1:
-        raise ValueError(f"{where}: eps must be a finite number from 0 to 1; got {_describe(eps)}.")
-    variants = {}
-    for name, allowed in (("baseline", BASELINES), ("conflict", CONFLICTS), ("adaptive_weights", ADAPTIVE_WEIGHTS)):
-        value = row.get(name, allowed[0])
-        if not isinstance(value, str) or value not in allowed:
-            raise ValueError(f"{where}: {name} must be one of {allowed}; got {_describe(value)}.")
-        variants[name] = value
+    recorded = {name: checked(name, row.get(name, DEFAULTS[name]), f"{where}: {name}") for name in RECORDED}
     estimator = row.get("estimator", ESTIMATORS[0])
     if not isinstance(estimator, str) or estimator not in ESTIMATORS:
         raise ValueError(f"{where}: estimator must be one of {ESTIMATORS}; got {_describe(estimator)}.")
-    threshold = row.get("conflict_threshold", DEFAULT_CONFLICT_THRESHOLD)
-    if not _is_finite(threshold) or not 0 <= threshold <= 1:
-        raise ValueError(f"{where}: conflict_threshold must be a finite number from 0 to 1; got "
-                         f"{_describe(threshold)}.")
     return StepRecord(
         step=step,
         uid=uid,
         rewards={name: row["rewards"][name] for name in names},
         response_length=lengths,
         weights={name: weights[name] for name in names} if weights else None,
-        norm_by_std=norm_by_std,
-        batch_norm=batch_norm,
-        eps=float(eps),
-        conflict_threshold=float(threshold),
-        **variants,
+        recorded=recorded,
         source=where,
         estimator=estimator,
     )
@@ -388,7 +361,8 @@ def _from_verl_dump(path: Path, rows: Iterator[tuple[int, Any]], rewards: Sequen
             values[name].append(None if row[name] is None else float(row[name]))
     # verl's dump has no uid: the rollouts of one prompt share its text.
     return [
-        StepRecord(step=step, uid=uids, rewards=values, response_length=None, batch_norm="sequence", source=where)
+        StepRecord(step=step, uid=uids, rewards=values, response_length=None,
+                   recorded=recorded_defaults(batch_norm="sequence"), source=where)
         for step, (where, uids, values) in sorted(by_step.items())
     ]
 
@@ -400,9 +374,11 @@ def step_parts(record: StepRecord, overrides: dict[str, Any] | None = None) -> G
     read at the record's step)."""
     overrides = dict(overrides or {})
     options = {**record.options, **overrides}
-    if "conflict_threshold" in overrides and options["conflict"] != "snr":
-        raise ValueError(f"a conflict threshold is read by conflict=snr only, and step {record.step} is computed with "
-                         f"conflict={options['conflict']}: it would be ignored. Add --conflict snr.")
+    for name in unread(overrides, options):
+        needs, needed = OPTIONS[name].only_with
+        raise ValueError(f"{name}={overrides[name]} is read by {needs}={needed} only, and step {record.step} is "
+                         f"computed with {needs}={options[needs]}: it would be ignored. "
+                         f"Add --{needs.replace('_', '-')} {needed}.")
     weights = options.pop("weights", None)
     if weights is not None:
         unknown = sorted(set(weights) - set(record.rewards))
@@ -415,16 +391,15 @@ def step_parts(record: StepRecord, overrides: dict[str, Any] | None = None) -> G
     lengths = record.response_length if record.response_length is not None else [1] * size
     outcome = gdpo_outcome_parts
     if record.estimator == CORRGRPO and "batch_norm" not in overrides:  # CorrGRPO has no batch step; GDPO's default
-        options["batch_norm"] = DEFAULT_BATCH_NORM
+        options["batch_norm"] = DEFAULTS["batch_norm"]
     if options.pop("estimator", ESTIMATORS[0]) in (CORRGRPO, AUTHORS_NAME):
-        changed = [f"{name}={overrides[name]}" for name in ("baseline", "conflict", "conflict_threshold",
-                                                              "adaptive_weights") if name in overrides]
+        changed = [f"{name}={overrides[name]}" for name in GDPO_ONLY if name in overrides]
         if changed:
             raise ValueError(f"{', '.join(changed)}: GDPO's options, and step {record.step} is computed with CorrGRPO "
                              "(its record's estimator, or --estimator corrgrpo), which has no place for them. Leave "
                              "them out, or add --estimator gdpo.")
         outcome = corrgrpo_outcome_parts
-        options = {name: options[name] for name in ("norm_by_std", "eps")}
+        options = {name: options[name] for name in RECORDED if name not in GDPO_ONLY}
     return outcome(
         {name: values if None in values else torch.tensor(values, dtype=torch.float64)
          for name, values in record.rewards.items()},

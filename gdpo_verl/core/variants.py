@@ -22,11 +22,6 @@ import torch
 
 from gdpo_verl.core.checks import finite_number, whole_number
 
-BASELINES = ("mean", "leave_one_out")
-CONFLICTS = ("none", "hard", "snr")
-ADAPTIVE_WEIGHTS = ("none", "saw")
-DEFAULT_CONFLICT_THRESHOLD = 0.8
-
 # GD2PO's code: a per-reward advantage counts as positive above 1e-8 and negative below -1e-8 (summed over the
 # response's tokens there; per response here, where a sum over tokens has the same sign), and the agreement's
 # denominator gets 1e-8.

@@ -91,19 +91,19 @@ def estimator_options(command: argparse.ArgumentParser, records: bool) -> None:
     """The GDPO options of training (algorithm.gdpo.*, algorithm.gdpo_reward_weights), for a command that computes
     GDPO offline."""
     from gdpo_verl.core.corrgrpo import AUTHORS_NAME
+    from gdpo_verl.core.options import COMMAND_LINE, OPTIONS
     from gdpo_verl.core.records import ESTIMATORS
-    from gdpo_verl.core.variants import ADAPTIVE_WEIGHTS, BASELINES, CONFLICTS
 
     given = " (default: the record's)" if records else ""
     group = command.add_argument_group("GDPO options, as algorithm.gdpo.* in training")
     group.add_argument("--estimator", choices=(*ESTIMATORS, AUTHORS_NAME),
                        help="algorithm.adv_estimator: gdpo, or corrgrpo (CorrGRPO, whose authors call it "
                             f"grpo_covariance_coefficient; it takes --weights only){given or ' (default: gdpo)'}")
-    group.add_argument("--baseline", choices=BASELINES, help=f"algorithm.gdpo.baseline{given}")
-    group.add_argument("--conflict", choices=CONFLICTS, help=f"algorithm.gdpo.conflict (GD2PO){given}")
-    group.add_argument("--conflict-threshold", type=float, metavar="TAU",
-                       help=f"algorithm.gdpo.conflict_threshold{given}")
-    group.add_argument("--adaptive-weights", choices=ADAPTIVE_WEIGHTS, help=f"algorithm.gdpo.adaptive_weights (SAW){given}")
+    for name in COMMAND_LINE:
+        option = OPTIONS[name]
+        kind = {"choices": option.choices} if option.choices else {"type": float, "metavar": "NUMBER"}
+        group.add_argument(f"--{name.replace('_', '-')}", **kind,
+                           help=f"{option.key}: {option.summary.replace('%', '%%')}{given}")
     group.add_argument("--weights", type=weights_json, metavar="JSON",
                        help="algorithm.gdpo_reward_weights as a JSON object; a schedule ([[step, weight], ...]) is read "
                             + ("at each record's step" if records else "at --step"))
@@ -113,8 +113,9 @@ def estimator_options(command: argparse.ArgumentParser, records: bool) -> None:
 
 def chosen_options(args: argparse.Namespace) -> dict:
     """The estimator options given on the command line, as algorithm.gdpo names them."""
-    names = ("baseline", "conflict", "conflict_threshold", "adaptive_weights", "estimator")
-    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    from gdpo_verl.core.options import COMMAND_LINE
+
+    return {name: getattr(args, name) for name in (*COMMAND_LINE, "estimator") if getattr(args, name) is not None}
 
 
 def build_parser() -> argparse.ArgumentParser:

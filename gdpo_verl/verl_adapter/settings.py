@@ -1,6 +1,8 @@
 """GDPO settings read from verl's ``algorithm`` config, validated once with errors that name the fix.
 
-Every key is declared, with its default and meaning, in ``gdpo_verl/config/gdpo/settings.yaml``.
+The ``algorithm.gdpo`` options are declared, each once with its default, check and meaning, in
+``gdpo_verl/core/options.py`` (the packaged config's block is rendered from it); the keys of ``algorithm`` itself
+in ``gdpo_verl/config/gdpo/settings.yaml``.
 """
 
 from __future__ import annotations
@@ -18,19 +20,18 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from gdpo_verl.core.advantage import GdpoOptions, check_options
+from gdpo_verl.core.advantage import GdpoOptions
 from gdpo_verl.core.inputs import weight_vector_for
 from gdpo_verl.core.checks import boolean, finite_number
-from gdpo_verl.core.conditions import Condition, check_conditions
+from gdpo_verl.core.conditions import check_conditions
+from gdpo_verl.core.options import COMPUTED, DEFAULTS, GDPO_ONLY, IN_BLOCK, OPTIONS, checked, unread
 from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakpoints, weights_at
 from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME, OUR_ESTIMATORS
 
-# Options under ``algorithm.gdpo`` and their defaults, as the packaged config declares them (their one home for
-# verl; the core's defaults for callers without verl, DEFAULT_BATCH_NORM and DEFAULT_EPS, are tested to agree).
+# The packaged config, whose algorithm.gdpo block is rendered from core/options.py (a test checks it is).
 CONFIG_FILE = files("gdpo_verl.config") / "gdpo" / "settings.yaml"
-OPTION_DEFAULTS: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(CONFIG_FILE).algorithm.gdpo)
-
-CONDITION_KEYS = ("reward", "given", "at_least")
+# The options under ``algorithm.gdpo`` and their defaults.
+OPTION_DEFAULTS: dict[str, Any] = {name: DEFAULTS[name] for name in IN_BLOCK}
 
 # Every ``algorithm`` key of GDPO's own; any other key starting with "gdpo" is a typo.
 GDPO_KEYS = ("gdpo_reward_keys", "gdpo_reward_weights", "gdpo")
@@ -126,8 +127,6 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
             "actor_rollout_ref.actor.use_kl_loss=True (the paper uses kl_loss_type=mse, kl_loss_coef=0.0005)."
         )
 
-    norm_by_std = boolean(_get(algorithm, "norm_adv_by_std_in_grpo", True), "algorithm.norm_adv_by_std_in_grpo")
-
     options = _get(algorithm, "gdpo", None)
     if options is None:
         options = {}
@@ -138,32 +137,28 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
     unknown = sorted(set(options) - set(OPTION_DEFAULTS))
     if unknown:
         raise ValueError(f"unknown option(s) algorithm.gdpo.{unknown}; known options: {sorted(OPTION_DEFAULTS)}.")
-    merged = {**OPTION_DEFAULTS, **options}
+    # each option from algorithm.gdpo (or, for verl's own keys, algorithm), as its declaration checks it
+    given = {**{option: _get(options, option, DEFAULTS[option]) for option in IN_BLOCK},
+             **{option: _get(algorithm, OPTIONS[option].key.removeprefix("algorithm."), DEFAULTS[option])
+                for option in OPTIONS if not OPTIONS[option].in_block}}
+    values = {option: checked(option, value, OPTIONS[option].key) for option, value in given.items()}
     try:
-        check_options(merged["batch_norm"], merged["eps"])
-    except ValueError as exc:
-        raise ValueError(f"algorithm.gdpo: {exc}") from exc
-    dump_dir = merged["dump_dir"]
-    if dump_dir is not None and (not isinstance(dump_dir, str) or not dump_dir.strip()):
-        raise ValueError(f"algorithm.gdpo.dump_dir must be a directory path or null; got {dump_dir!r}.")
-    reward_timeout(options)
-    conditions = _conditions(keys, merged["conditions"])
-    try:
-        options = GdpoOptions(conditions, norm_by_std, merged["batch_norm"], float(merged["eps"]), merged["baseline"],
-                              merged["conflict"], merged["conflict_threshold"], merged["adaptive_weights"])
+        conditions = check_conditions(keys, values["conditions"])
     except ValueError as exc:
         raise ValueError(f"algorithm.gdpo.{exc}") from exc
+    computed = GdpoOptions(**{**{option: values[option] for option in COMPUTED}, "conditions": conditions})
     if corrgrpo:
-        _check_corrgrpo_options(name, merged, options)
-        return GdpoSettings(keys, weights, options, dump_dir, CORRGRPO_NAMES[0])
-    _check_variants(keys, options)
-    threshold = merged["conflict_threshold"]
-    if threshold != OPTION_DEFAULTS["conflict_threshold"] and options.conflict != "snr":
+        _check_corrgrpo_options(name, values, computed)
+        return GdpoSettings(keys, weights, computed, values["dump_dir"], CORRGRPO_NAMES[0])
+    _check_variants(keys, computed)
+    changed = [option for option in OPTIONS if values[option] != DEFAULTS[option]]
+    for option in unread(changed, values):
+        needs, needed = OPTIONS[option].only_with
         raise ValueError(
-            f"algorithm.gdpo.conflict_threshold={threshold} is read by algorithm.gdpo.conflict=snr only, and conflict "
-            f"is {options.conflict}: it would be ignored. Set conflict=snr, or leave the threshold at its default."
+            f"{OPTIONS[option].key}={values[option]} is read by {OPTIONS[needs].key}={needed} only, and {needs} is "
+            f"{values[needs]}: it would be ignored. Set {needs}={needed}, or leave {option} at its default."
         )
-    return GdpoSettings(keys, weights, options, dump_dir)
+    return GdpoSettings(keys, weights, computed, values["dump_dir"])
 
 
 def _check_variants(keys: tuple[str, ...], options: GdpoOptions) -> None:
@@ -176,11 +171,7 @@ def _check_variants(keys: tuple[str, ...], options: GdpoOptions) -> None:
             )
 
 
-# The algorithm.gdpo options of GDPO's own steps, which CorrGRPO has no place for.
-GDPO_ONLY_OPTIONS = ("batch_norm", "baseline", "conflict", "conflict_threshold", "adaptive_weights")
-
-
-def _check_corrgrpo_options(name: str, merged: Mapping[str, Any], options: GdpoOptions) -> None:
+def _check_corrgrpo_options(name: str, values: Mapping[str, Any], options: GdpoOptions) -> None:
     """Refuse a GDPO-only option set away from its default under CorrGRPO, which would ignore it, and an eps of 0
     (``corrgrpo_outcome_parts`` would refuse it at the first step)."""
     if options.norm_by_std and options.eps <= 0:
@@ -189,8 +180,7 @@ def _check_corrgrpo_options(name: str, merged: Mapping[str, Any], options: GdpoO
             "and where the components' correlations sum to 0 it is all that keeps the denominator from 0. Use the "
             "default, 1e-6 (the authors' epsilon)."
         )
-    changed = [f"{option}={merged[option]}" for option in GDPO_ONLY_OPTIONS
-               if merged[option] != OPTION_DEFAULTS[option]]
+    changed = [f"{option}={values[option]}" for option in GDPO_ONLY if values[option] != DEFAULTS[option]]
     if changed:
         raise ValueError(
             f"algorithm.gdpo.{', '.join(changed)} belong(s) to GDPO's steps, and algorithm.adv_estimator={name} "
@@ -203,29 +193,9 @@ def _check_corrgrpo_options(name: str, merged: Mapping[str, Any], options: GdpoO
 
 def reward_timeout(options: Any) -> float | None:
     """``algorithm.gdpo.reward_timeout_s`` from the ``algorithm.gdpo`` mapping (or None): seconds, or None."""
-    default = OPTION_DEFAULTS["reward_timeout_s"]
-    value = default if options is None else _get(options, "reward_timeout_s", default)
-    return None if value is None else finite_number(value, "algorithm.gdpo.reward_timeout_s (seconds, or null)", above=0)
-
-
-def _conditions(keys: tuple[str, ...], raw: Any) -> tuple[Condition, ...]:
-    example = "for example algorithm.gdpo.conditions='[{reward:length,given:correct,at_least:1}]'"
-    if raw is None:
-        return ()
-    if isinstance(raw, (str, Mapping)) or not isinstance(raw, Sequence):
-        raise ValueError(f"algorithm.gdpo.conditions must be a list of conditions; got {raw!r}; {example}.")
-    conditions = []
-    for item in raw:
-        if not isinstance(item, Mapping) or set(item) != set(CONDITION_KEYS):
-            raise ValueError(
-                f"each algorithm.gdpo.conditions entry needs exactly the keys {list(CONDITION_KEYS)}; got {item!r}; "
-                f"{example}."
-            )
-        conditions.append(Condition(str(item["reward"]), str(item["given"]), item["at_least"]))
-    try:
-        return check_conditions(keys, conditions)
-    except ValueError as exc:
-        raise ValueError(f"algorithm.gdpo.{exc}") from exc
+    value = DEFAULTS["reward_timeout_s"] if options is None else _get(options, "reward_timeout_s",
+                                                                      DEFAULTS["reward_timeout_s"])
+    return checked("reward_timeout_s", value, OPTIONS["reward_timeout_s"].key)
 
 
 def _get(config: Any, key: str, default: Any = None) -> Any:

@@ -8,6 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from gdpo_verl.core.advantage import DEFAULT_BATCH_NORM, DEFAULT_EPS, GdpoOptions
+from gdpo_verl.core.options import COMPUTED, DEFAULTS
 from gdpo_verl.verl_adapter.settings import OPTION_DEFAULTS, settings_from_config
 
 
@@ -49,15 +50,16 @@ def test_main_ppo_composes_gdpo_settings(arguments):
 
 
 def test_packaged_config_declares_every_option_with_the_default_the_code_uses():
+    # the yaml, as OmegaConf reads it (YAML 1.1: 1.0e-6 a float), gives each option its declared default
     declared = OmegaConf.load(files("gdpo_verl.config") / "gdpo" / "settings.yaml").algorithm
-    assert dict(declared.gdpo) == OPTION_DEFAULTS  # read from the yaml: what a config without algorithm.gdpo gets
-    # the core's defaults, for callers without verl, are the config's
-    assert (declared.gdpo.batch_norm, declared.gdpo.eps) == (DEFAULT_BATCH_NORM, DEFAULT_EPS)
+    assert OmegaConf.to_container(declared.gdpo) == {
+        name: list(value) if isinstance(value, tuple) else value for name, value in OPTION_DEFAULTS.items()}
+    assert declared.norm_adv_by_std_in_grpo is DEFAULTS["norm_by_std"]
+    # a config without algorithm.gdpo reads the same defaults, and so does the core, for callers without verl
     settings = settings_from_config({"gdpo_reward_keys": ["correct"]})
-    assert (settings.options.batch_norm, settings.options.eps, settings.dump_dir) == (DEFAULT_BATCH_NORM, DEFAULT_EPS, None)
-    # and the options beyond the paper's: the yaml's defaults are the core's (GdpoOptions)
     core = GdpoOptions()
-    for name in ("baseline", "conflict", "conflict_threshold", "adaptive_weights"):
-        assert declared.gdpo[name] == getattr(core, name) == getattr(settings.options, name), name
+    for name in COMPUTED:
+        assert getattr(core, name) == getattr(settings.options, name) == DEFAULTS[name], name
+    assert (settings.dump_dir, DEFAULT_BATCH_NORM, DEFAULT_EPS) == (None, DEFAULTS["batch_norm"], DEFAULTS["eps"])
     assert declared.gdpo_reward_keys is None and declared.gdpo_reward_weights is None
-    assert declared.norm_adv_by_std_in_grpo is True and declared.use_kl_in_reward is False
+    assert declared.use_kl_in_reward is False

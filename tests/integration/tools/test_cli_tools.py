@@ -122,7 +122,7 @@ def test_dump_dir_records_every_step_and_inspect_recomputes_the_live_metrics(tmp
     # Legacy trainer: the step is the trainer's global step.
     first = records[0].step
     assert [record.step for record in records] == [11, 12, 13]
-    assert records[0].weights == {"correct": 1.0, "length": 0.5} and records[0].batch_norm == "sequence"
+    assert records[0].weights == {"correct": 1.0, "length": 0.5} and records[0].recorded["batch_norm"] == "sequence"
     assert records[1].rewards["correct"] == legacy_batch(1).non_tensor_batch["correct"].tolist()
     for record, expected in zip(load_steps(tmp_path / "dump" / RECORD_FILE), advantages, strict=True):
         recorded = json.loads((tmp_path / "dump" / RECORD_FILE).read_text().splitlines()[record.step - first])["advantage"]

@@ -59,8 +59,8 @@ def test_verl_algo_config_dataclass_is_accepted():
         ({"gdpo_reward_keys": ["a", "b"], "gdpo_reward_weights": [1.0, float("inf")]}, "'b' must be a finite"),
         ({"gdpo_reward_keys": ["a"], "norm_adv_by_std_in_grpo": "yes"}, "must be true or false"),
         ({"gdpo_reward_keys": ["a"], "gdpo": {"batchnorm": "token"}}, r"unknown option\(s\) algorithm.gdpo.\['batchnorm'\]"),
-        ({"gdpo_reward_keys": ["a"], "gdpo": {"batch_norm": "group"}}, "algorithm.gdpo: batch_norm must be one of"),
-        ({"gdpo_reward_keys": ["a"], "gdpo": {"eps": -1.0}}, "algorithm.gdpo: eps must be"),
+        ({"gdpo_reward_keys": ["a"], "gdpo": {"batch_norm": "group"}}, "algorithm.gdpo.batch_norm must be one of"),
+        ({"gdpo_reward_keys": ["a"], "gdpo": {"eps": -1.0}}, "algorithm.gdpo.eps must be"),
         ({"gdpo_reward_keys": ["a"], "gdpo": "sequence"}, "algorithm.gdpo must be a mapping"),
         ({"gdpo_reward_keys": ["a"], "use_kl_in_reward": True}, "use_kl_in_reward=True is not supported.*use_kl_loss"),
         (

@@ -305,5 +305,5 @@ def test_norm_by_std_takes_a_bool_or_one_or_zero_and_the_result_carries_it(flag)
 
 @pytest.mark.parametrize("flag", ["false", 2, 0.5, None, torch.tensor([1, 0])])
 def test_norm_by_std_refuses_what_is_not_a_bool(flag):
-    with pytest.raises(ValueError, match="norm_by_std must be True or False"):
+    with pytest.raises(ValueError, match="norm_by_std must be true or false"):
         gdpo_outcome_parts({"r": torch.tensor([1.0, 0.0])}, torch.ones(2), [0, 0], norm_by_std=flag)

@@ -23,7 +23,7 @@ def test_a_record_round_trips_and_reports_the_live_metrics(tmp_path):
     RecordWriter().append(tmp_path, parts, ["a", "a", "b", "b"], 7)
     (record,) = load_steps(tmp_path)
     assert (record.step, record.uid, record.response_length) == (7, ["a", "a", "b", "b"], [3, 4, 2, 5])
-    assert record.weights == {"correct": 1.0, "length": 0.5} and record.batch_norm == "sequence"
+    assert record.weights == {"correct": 1.0, "length": 0.5} and record.recorded["batch_norm"] == "sequence"
     assert step_report(record)["metrics"] == pytest.approx(advantage_metrics(parts))
     line = json.loads((tmp_path / RECORD_FILE).read_text())
     assert line["advantage"] == pytest.approx(parts.final.tolist(), abs=1e-6)
@@ -176,8 +176,8 @@ BIG = "1" + "0" * 4000  # a 4,001-digit integer: valid JSON, too large for a flo
         (_record(step=[1]), "step must be a whole number from 0 to 2^53; got [1]"),
         (_record().replace('"step": 1', '"step": 1e400'), "step must be a whole number from 0 to 2^53; got inf"),
         (_record(step=True), "step must be a whole number from 0 to 2^53; got True"),
-        (_record(eps=None), "eps must be a finite number from 0 to 1; got None"),
-        (_record(eps=2.0), "eps must be a finite number from 0 to 1; got 2.0"),
+        (_record(eps=None), "eps must be a finite number; got None"),
+        (_record(eps=2.0), "eps must be at most 1; got 2.0"),
         (_record(norm_by_std="false"), "norm_by_std must be true or false; got 'false'"),
         (_record(batch_norm=["token"]), "batch_norm must be one of ('token', 'sequence', 'none'); got ['token']"),
         (_record().replace("[0, 1, 1, 1]", f"[0, {BIG}, 1, 1]"),

@@ -1,0 +1,293 @@
+"""The options of a GDPO computation, each declared once: its name, default, check (what it takes) and meaning.
+
+Everything that knows an option reads it from ``OPTIONS``:
+
+- ``GdpoOptions`` (``advantage.py``) takes its defaults and checks from the options it ``computes``;
+- the per-step records (``records.py``) write and read back the options ``recorded``;
+- the config check (``verl_adapter/settings.py``) reads ``algorithm.gdpo.<name>`` for every option ``in_block``
+  (``norm_by_std`` is verl's own ``algorithm.norm_adv_by_std_in_grpo``), refuses the ``gdpo_only`` ones under
+  CorrGRPO and an option set away from its default where ``only_with`` says it would not be read;
+- the packaged config's ``algorithm.gdpo`` block (``gdpo_verl/config/gdpo/settings.yaml``) is ``yaml_block()``,
+  written by ``scripts/render_settings.py`` (a test checks the shipped file against it);
+- ``gdpo-verl demo`` and ``inspect`` take the ``command_line`` ones as ``--<name>``.
+
+Adding an option: declare it here, use it (an option that ``computes`` is a field of ``GdpoOptions`` and a keyword
+of ``gdpo_outcome_parts``; a test fails until both exist), give it a refused value in ``tests/unit/core/
+test_options.py``, and run ``python scripts/render_settings.py``. The config check, the records, the yaml and the
+command line need no change.
+
+A check takes the value and what to call it in an error (``"algorithm.gdpo.eps"``, ``"<file>:<line>: eps"``), and
+returns the value as the computation takes it, or raises ValueError naming what it takes. No verl, Ray, hydra or
+omegaconf: the core, the records and the command line read it without them.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gdpo_verl.core.checks import finite_number, shown
+from gdpo_verl.core.conditions import Condition
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. ``summary``: one line (the command line's help); ``doc``: what the packaged config says of it,
+    its meaning and values (a comment above its key)."""
+
+    name: str
+    default: Any
+    check: Callable[[Any, str], Any]
+    summary: str
+    doc: str = ""
+    computes: bool = True  # a keyword of gdpo_outcome_parts (a field of GdpoOptions)
+    recorded: bool = True  # written to each step's record, and read back from it
+    in_block: bool = True  # algorithm.gdpo.<name> (False: verl's own key, config_key)
+    config_key: str = ""  # its key in verl's config; "" is algorithm.gdpo.<name>
+    gdpo_only: bool = False  # a step of GDPO's own, which CorrGRPO has no place for
+    only_with: tuple[str, Any] | None = None  # read only where another option has this value
+    command_line: bool = False  # gdpo-verl demo and inspect take it as --<name>
+
+    @property
+    def key(self) -> str:
+        return self.config_key or f"algorithm.gdpo.{self.name}"
+
+    @property
+    def choices(self) -> tuple[str, ...] | None:
+        """The values a choice takes (None for other options)."""
+        return getattr(self.check, "choices", None)
+
+
+def one_of(*choices: str) -> Callable[[Any, str], str]:
+    def check(value: Any, what: str) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise ValueError(f"{what} must be one of {choices}; got {shown(value)}.")
+        return value
+    check.choices = choices
+    return check
+
+
+def flag(value: Any, what: str) -> bool:
+    """True or False (numpy's too, and the integers 1 and 0); a string such as "false" is refused."""
+    if isinstance(value, (bool, np.bool_)) or isinstance(value, numbers.Integral) and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"{what} must be true or false; got {shown(value)}.")
+
+
+def fraction(why_at_most_1: str) -> Callable[[Any, str], float]:
+    def check(value: Any, what: str) -> float:
+        number = finite_number(value, what, minimum=0)
+        if number > 1:
+            raise ValueError(f"{what} must be at most 1; got {shown(value)}. {why_at_most_1}")
+        return number
+    return check
+
+
+def seconds_or_none(value: Any, what: str) -> float | None:
+    return None if value is None else finite_number(value, f"{what} (seconds, or null)", above=0)
+
+
+def directory_or_none(value: Any, what: str) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ValueError(f"{what} must be a directory path or null; got {shown(value)}.")
+    return value
+
+
+CONDITION_KEYS = ("reward", "given", "at_least")
+
+
+def conditions(value: Any, what: str) -> tuple[Condition, ...]:
+    """A list of ``Condition``s, or of mappings with exactly ``CONDITION_KEYS`` (as a config gives them); null is
+    none. Whether the rewards they name exist is checked where the rewards are known (``check_conditions``)."""
+    example = f"for example {what}='[{{reward:length,given:correct,at_least:1}}]'"
+    if value is None:
+        return ()
+    if isinstance(value, (str, Mapping)) or not isinstance(value, Sequence):
+        raise ValueError(f"{what} must be a list of conditions; got {shown(value)}; {example}.")
+    made = []
+    for item in value:
+        if isinstance(item, Condition):
+            made.append(item)
+        elif isinstance(item, Mapping) and set(item) == set(CONDITION_KEYS):
+            made.append(Condition(str(item["reward"]), str(item["given"]), item["at_least"]))
+        else:
+            raise ValueError(f"each {what} entry needs exactly the keys {list(CONDITION_KEYS)}; got {shown(item)}; "
+                             f"{example}.")
+    return tuple(made)
+
+
+OPTIONS: dict[str, Option] = {option.name: option for option in (
+    Option(
+        "norm_by_std", True, flag,
+        "divide by the group std in step 1 (the paper); false only subtracts the group mean",
+        in_block=False, config_key="algorithm.norm_adv_by_std_in_grpo",
+    ),
+    Option(
+        "batch_norm", "token", one_of("token", "sequence", "none"),
+        "step 3, over the whole batch: token (verl's masked whitening), sequence (the paper's Eq. 6) or none",
+        """\
+Batch-level normalization of the summed advantage (step 3, the paper's Eq. 6), over the whole
+batch, never per micro-batch:
+  token    - verl's masked_whiten over valid response tokens (what the authors' verl code does);
+             long responses weigh more in the mean, so a zero-variance group gets a small
+             non-zero advantage.
+  sequence - the paper's formula: every response counts once; zero-variance groups stay at the
+             same value for all their responses.
+  none     - no batch step (the paper reports this variant occasionally fails to converge).""",
+        gdpo_only=True,
+    ),
+    Option(
+        "eps", 1e-6,
+        fraction("It is added to every std, so a large eps shrinks every advantage towards 0 (training on "
+                 "nothing). Typical values: 1e-6 (the default), 1e-4 (TRL)."),
+        "added to every std (from 0 to 1)",
+        """\
+Added to every std (group std in step 1, batch std in "sequence" mode), from 0 to 1. A tiny eps
+stretches a continuous reward with a tiny in-group spread to unit scale; raise it (e.g. 1e-4) for
+such rewards.""",
+    ),
+    Option(
+        "conditions", (), conditions,
+        "keep a reward only for responses where another reaches a threshold, before step 1",
+        """\
+Conditioned rewards, the paper's general form (section 3.2): keep reward k only for responses whose
+reward l is at least t, else 0; e.g. pay for brevity only when the answer is correct:
+  algorithm.gdpo.conditions='[{reward:length,given:correct,at_least:1}]'
+Both names must be in gdpo_reward_keys; `given` is read before any condition applies. Works with any
+reward function. gdpo/<reward>/mean logs the conditioned value, gdpo/<reward>/raw_mean the raw one.""",
+        recorded=False,
+    ),
+    Option(
+        "baseline", "mean", one_of("mean", "leave_one_out"),
+        "what each response is compared with in step 1: the group mean, or the mean of its other responses",
+        """\
+The baseline each response is compared with in step 1, per component and group:
+  mean          - the group's mean and std (the paper).
+  leave_one_out - the mean of the group's other responses, divided by the std of those others (NeMo-RL's
+                  use_leave_one_out_baseline: a response does not pull its own baseline towards itself;
+                  where the others are all equal, the group's std divides instead).""",
+        gdpo_only=True, command_line=True,
+    ),
+    Option(
+        "conflict", "none", one_of("none", "hard", "snr"),
+        "GD2PO: mask the responses whose rewards pull their advantage in opposite directions",
+        """\
+GD2PO (arXiv 2606.16771): a response whose components pull its advantage in opposite directions is
+masked (advantage 0), each group's summed advantage is scaled by the fraction of it kept, and step 3
+normalizes over the kept responses only.
+  none - off (the paper's GDPO).
+  hard - mask every response where one weighted normalized component is positive and another negative.
+  snr  - mask such a response only when its agreement |sum_k c_k| / sum_k |c_k| is below
+         conflict_threshold (GD2PO's recommendation for three or more components).
+gdpo/conflict_masked_frac logs the fraction masked each step.""",
+        gdpo_only=True, command_line=True,
+    ),
+    Option(
+        "conflict_threshold", 0.8, fraction("The agreement |s| it is compared with never exceeds 1."),
+        "conflict=snr masks a response whose agreement |s| is below it (from 0 to 1)",
+        """\
+conflict: snr masks a response whose agreement is below this, from 0 to 1 (read with snr only: set
+away from its default under another conflict, it is refused).""",
+        gdpo_only=True, only_with=("conflict", "snr"), command_line=True,
+    ),
+    Option(
+        "adaptive_weights", "none", one_of("none", "saw"),
+        "SAW: multiply each reward's weight by its coefficient of variation over the batch",
+        """\
+SAW (arXiv 2606.07705): each step, weigh component k by K * CV_k / sum_j CV_j, its coefficient of
+variation (std / |mean|) over the batch, times its configured weight. A component whose mean is near 0
+has a large CV and takes most of the weight: shift such a reward away from 0 in compute_score (SAW's code
+adds 3 to its correctness reward). gdpo/<component>/weight logs the weights in force.
+  none - the configured weights alone.  saw - SAW's weights times them.""",
+        gdpo_only=True, command_line=True,
+    ),
+    Option(
+        "dump_dir", None, directory_or_none,
+        "a directory where every advantage step appends its record, for gdpo-verl inspect",
+        """\
+A directory: every advantage step appends one JSON line to <dump_dir>/gdpo_steps.jsonl with each
+response's group (uid), reward components, response length and final advantage, for
+`gdpo-verl inspect <dump_dir>`. Both trainers; verl's own V1 rollout dump drops the components.
+About 70 bytes per response with two rewards. null: nothing is written. A resumed run records each
+step once: records of steps it runs again are moved to gdpo_steps.superseded.jsonl beside the file.""",
+        computes=False, recorded=False,
+    ),
+    Option(
+        "reward_timeout_s", 600, seconds_or_none,
+        "the gdpo_verl reward manager's limit on one compute_score call, in seconds (null: none)",
+        """\
+The gdpo_verl reward manager's limit on one compute_score call, in seconds: a call that has not
+returned by then fails the step with an error naming the limit, where verl would wait forever.
+null: no limit. gdpo-verl's own rewards bound their work far below this.""",
+        computes=False, recorded=False,
+    ),
+)}
+
+DEFAULTS: dict[str, Any] = {name: option.default for name, option in OPTIONS.items()}
+COMPUTED = tuple(name for name, option in OPTIONS.items() if option.computes)
+RECORDED = tuple(name for name, option in OPTIONS.items() if option.recorded)
+IN_BLOCK = tuple(name for name, option in OPTIONS.items() if option.in_block)
+GDPO_ONLY = tuple(name for name, option in OPTIONS.items() if option.gdpo_only)
+COMMAND_LINE = tuple(name for name, option in OPTIONS.items() if option.command_line)
+
+
+def checked(name: str, value: Any, what: str | None = None) -> Any:
+    """``value`` of option ``name`` as the computation takes it (ValueError naming ``what``, the option's name by
+    default, when it is not one)."""
+    return OPTIONS[name].check(value, what or name)
+
+
+def unread(given: Iterable[str], values: Mapping[str, Any]) -> list[str]:
+    """The options among ``given`` that a computation with ``values`` (every option's value in force) would not
+    read (``only_with``)."""
+    return [name for name in given if name in OPTIONS and OPTIONS[name].only_with is not None
+            and values[OPTIONS[name].only_with[0]] != OPTIONS[name].only_with[1]]
+
+
+RENDERED = "# Rendered from gdpo_verl/core/options.py by scripts/render_settings.py: edit the declarations there."
+
+
+def yaml_block(indent: int = 4) -> str:
+    """The ``algorithm.gdpo`` block of the packaged config: each option of the block, its doc as a comment above
+    its default."""
+    pad = " " * indent
+    sections = [f"{pad}{RENDERED}\n"]
+    for name in IN_BLOCK:
+        option = OPTIONS[name]
+        comment = "\n".join(f"{pad}# {line}".rstrip() for line in option.doc.splitlines())
+        sections.append(f"{comment}\n{pad}{name}: {_yaml_value(option.default)}\n")
+    return "\n".join(sections)
+
+
+def config_with_block(text: str) -> str:
+    """``text`` (the packaged config) with what follows its ``  gdpo:`` line, up to the next top-level key,
+    replaced by ``yaml_block()``."""
+    head, marker, rest = text.partition("\n  gdpo:\n")
+    if not marker:
+        raise ValueError("the config has no '  gdpo:' line under algorithm")
+    at = next((index for index, line in enumerate(rest.splitlines(keepends=True)) if line[:1] not in ("", " ", "\n")),
+              None)
+    lines = rest.splitlines(keepends=True)
+    tail = "".join(lines[at:]) if at is not None else ""
+    return f"{head}{marker}\n{yaml_block()}\n{tail}"
+
+
+def _yaml_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)) and not value:
+        return "[]"
+    if isinstance(value, float):
+        text = repr(value)
+        mantissa, _, exponent = text.partition("e")
+        # YAML 1.1 (PyYAML, OmegaConf) reads 1e-06 as a string: a float in exponent form needs a point and a sign
+        return text if not exponent else f"{mantissa if '.' in mantissa else mantissa + '.0'}e{int(exponent):+d}"
+    if isinstance(value, (int, str)):
+        return str(value)
+    raise TypeError(f"no YAML spelling for the default {value!r}")

@@ -1,0 +1,98 @@
+"""The options' one declaration (gdpo_verl/core/options.py): the packaged config, the core, the records and the
+checks all read it."""
+
+import dataclasses
+import inspect
+from pathlib import Path
+
+import pytest
+import torch
+
+import gdpo_verl
+from gdpo_verl.core import gdpo_outcome_parts, options
+from gdpo_verl.core.advantage import GdpoOptions
+from gdpo_verl.core.options import COMPUTED, DEFAULTS, OPTIONS, RECORDED, checked, config_with_block, unread
+from gdpo_verl.core.records import RecordWriter, load_steps
+
+CONFIG = Path(gdpo_verl.__file__).parent / "config" / "gdpo" / "settings.yaml"
+
+
+def test_the_packaged_configs_gdpo_block_is_the_rendering_of_the_declarations(monkeypatch):
+    shipped = CONFIG.read_text()
+    assert config_with_block(shipped) == shipped, "run python scripts/render_settings.py"
+    # a changed declaration changes the rendering (and so fails the check above until the yaml is rendered again)
+    monkeypatch.setitem(OPTIONS, "eps", dataclasses.replace(OPTIONS["eps"], default=1e-4))
+    rendered = config_with_block(shipped)
+    assert "    eps: 0.0001\n" in rendered and "    eps: 1.0e-6\n" in shipped and rendered != shipped
+
+
+@pytest.mark.parametrize(("value", "spelled"), [(1e-6, "1.0e-6"), (1e-4, "0.0001"), (2.5e20, "2.5e+20"), (0.8, "0.8"),
+                                                (600, "600"), (None, "null"), ((), "[]"), (True, "true"),
+                                                ("token", "token")])
+def test_defaults_are_spelled_as_yaml_1_1_reads_them(value, spelled):
+    # PyYAML and OmegaConf read 1e-06 (no point) and 1.0e6 (no sign) as strings
+    assert options._yaml_value(value) == spelled
+
+
+def test_gdpo_options_and_gdpo_outcome_parts_take_the_computed_options_with_their_declared_defaults():
+    declared = {name: DEFAULTS[name] for name in COMPUTED}
+    assert {field.name: field.default for field in dataclasses.fields(GdpoOptions)} == declared
+    keywords = inspect.signature(gdpo_outcome_parts).parameters
+    assert {name: keywords[name].default for name in keywords if name in OPTIONS} == declared
+    assert set(RECORDED) <= set(COMPUTED)
+
+
+# one value each option refuses, and what the refusal says: a new option needs a row here
+REFUSED = {
+    "norm_by_std": ("false", "must be true or false; got 'false'"),
+    "batch_norm": ("batch", "must be one of ('token', 'sequence', 'none'); got 'batch'"),
+    "eps": (2.0, "must be at most 1; got 2.0. It is added to every std"),
+    "conditions": ("length>=1", "must be a list of conditions; got 'length>=1'"),
+    "baseline": ("median", "must be one of ('mean', 'leave_one_out'); got 'median'"),
+    "conflict": ("soft", "must be one of ('none', 'hard', 'snr'); got 'soft'"),
+    "conflict_threshold": (1.5, "must be at most 1; got 1.5"),
+    "adaptive_weights": ("cv", "must be one of ('none', 'saw'); got 'cv'"),
+    "dump_dir": ("  ", "must be a directory path or null; got '  '"),
+    "reward_timeout_s": (0, "(seconds, or null) must be above 0; got 0"),
+}
+
+
+def test_every_option_has_a_refused_value_here():
+    assert set(REFUSED) == set(OPTIONS)
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_each_option_takes_its_default_and_refuses_a_bad_value_naming_where_it_came_from(name):
+    assert checked(name, DEFAULTS[name]) == DEFAULTS[name]
+    value, message = REFUSED[name]
+    with pytest.raises(ValueError) as refused:
+        checked(name, value, f"{OPTIONS[name].key}")
+    assert str(refused.value).startswith(f"{OPTIONS[name].key}") and message in str(refused.value)
+
+
+def test_values_that_mean_the_same_are_taken_as_the_computation_takes_them():
+    assert checked("norm_by_std", 0) is False and checked("eps", 1) == 1.0
+    assert checked("conditions", [{"reward": "length", "given": "correct", "at_least": 1}]) == (
+        options.Condition("length", "correct", 1),)
+    with pytest.raises(ValueError, match="needs exactly the keys"):
+        checked("conditions", [{"reward": "length", "given": "correct"}])
+    with pytest.raises(ValueError, match=r"finite number; got an integer too large for a float \(about 4,001"):
+        checked("eps", 10**4000)
+
+
+def test_an_option_is_unread_only_where_the_option_it_needs_is_set_otherwise():
+    assert unread(["conflict_threshold"], {**DEFAULTS, "conflict_threshold": 0.5}) == ["conflict_threshold"]
+    assert unread(["conflict_threshold"], {**DEFAULTS, "conflict": "snr", "conflict_threshold": 0.5}) == []
+    assert unread(["eps"], DEFAULTS) == []
+
+
+def test_a_record_carries_every_recorded_option_and_reads_it_back(tmp_path):
+    chosen = {"norm_by_std": False, "batch_norm": "sequence", "eps": 1e-3, "baseline": "leave_one_out",
+              "conflict": "snr", "conflict_threshold": 0.3, "adaptive_weights": "saw"}
+    assert set(chosen) == set(RECORDED) and all(chosen[name] != DEFAULTS[name] for name in chosen)
+    scores = {"correct": torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 1.0]),
+              "length": torch.tensor([0.0, 1.0, 0.5, 1.0, 0.0, 1.0])}
+    parts = gdpo_outcome_parts(scores, torch.ones(6), list("aaabbb"), **chosen)
+    RecordWriter().append(tmp_path, parts, list("aaabbb"), 3)
+    (record,) = load_steps(tmp_path)
+    assert record.recorded == chosen
