@@ -1,6 +1,7 @@
 """The math of GDPO, in torch and numpy only (no verl, Ray, hydra or omegaconf).
 
-``advantage``: the three steps, top to bottom in ``gdpo_outcome_parts``. ``corrgrpo``: CorrGRPO, the group-centred
+``options``: each option of the computation declared once (default, check, meaning). ``advantage``: the three
+steps, top to bottom in ``gdpo_outcome_parts``. ``corrgrpo``: CorrGRPO, the group-centred
 weighted sum over the components' correlation, on the same inputs and parts. ``conditions``: the paper's
 conditioned rewards. ``diagnostics``: the ``gdpo/`` step metrics, read from a computation's parts.
 ``collapse``: the paper's count of distinct advantage groups. ``checks``: the checks of single values (numpy

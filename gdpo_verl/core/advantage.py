@@ -165,14 +165,15 @@ def gdpo_outcome_parts(
         norm_by_std: divide by the group std (step 1); False only centres (verl's ``norm_adv_by_std_in_grpo``).
         batch_norm: ``"token"`` (verl's masked whitening), ``"sequence"`` (the paper's Eq. 6) or ``"none"``.
         eps: added to every std.
-        baseline, conflict, conflict_threshold, adaptive_weights: see ``GdpoOptions``.
+        baseline, conflict, conflict_threshold, adaptive_weights: see their declarations (``options.OPTIONS``).
         applies: reward name -> ``(B,)`` bool, False where the reward does not apply (and its score is ignored);
             a reward not named applies wherever its score is not None.
     """
     names, raw_scores, valid_tokens, applied = outcome_inputs(scores, valid_tokens, applies)
     base_weight = weight_vector_for(names, weights)
-    options = GdpoOptions(check_conditions(names, checked("conditions", conditions)), norm_by_std, batch_norm, eps,
-                          baseline, conflict, conflict_threshold, adaptive_weights)
+    options = GdpoOptions(conditions=check_conditions(names, checked("conditions", conditions)),
+                          norm_by_std=norm_by_std, batch_norm=batch_norm, eps=eps, baseline=baseline,
+                          conflict=conflict, conflict_threshold=conflict_threshold, adaptive_weights=adaptive_weights)
     group, num_groups = group_ids(index, raw_scores.shape[0], raw_scores.device)
 
     rewards = apply_conditions(raw_scores, names, options.conditions, applied)

@@ -31,11 +31,11 @@ from typing import Any
 import torch
 
 from gdpo_verl.core.advantage import (
-    DEFAULT_EPS, GdpoOptions, GdpoParts, _check_finite, gdpo_parts, group_ids, group_normalize,
+    GdpoOptions, GdpoParts, _check_finite, gdpo_parts, group_ids, group_normalize,
 )
 from gdpo_verl.core.conditions import Condition, applies_under_conditions, apply_conditions, check_conditions
 from gdpo_verl.core.inputs import outcome_inputs, weight_vector_for
-from gdpo_verl.core.options import checked
+from gdpo_verl.core.options import DEFAULTS, checked
 
 ESTIMATOR = "corrgrpo"
 # The name the authors' verl fork registers it under (``algorithm.adv_estimator=grpo_covariance_coefficient``).
@@ -48,9 +48,9 @@ def corrgrpo_outcome_parts(
     index: Any,
     weights: Mapping[str, float] | None = None,
     *,
-    conditions: Sequence[Condition] = (),
-    norm_by_std: bool = True,
-    eps: float = DEFAULT_EPS,
+    conditions: Sequence[Condition] = DEFAULTS["conditions"],
+    norm_by_std: bool = DEFAULTS["norm_by_std"],
+    eps: float = DEFAULTS["eps"],
     applies: Mapping[str, Any] | None = None,
 ) -> GdpoParts:
     """CorrGRPO on one outcome score per response and reward (``advantages`` is None).
@@ -75,7 +75,8 @@ def corrgrpo_outcome_parts(
     """
     names, raw_scores, valid_tokens, applied = outcome_inputs(scores, valid_tokens, applies)
     weight = weight_vector_for(names, weights).to(raw_scores.device)
-    options = GdpoOptions(check_conditions(names, checked("conditions", conditions)), norm_by_std, "none", eps)
+    options = GdpoOptions(conditions=check_conditions(names, checked("conditions", conditions)),
+                          norm_by_std=norm_by_std, batch_norm="none", eps=eps)
     if options.norm_by_std and options.eps <= 0:
         raise ValueError(f"CorrGRPO needs eps above 0 (it is added under the square root, and the rewards' "
                          f"correlations can sum to 0); got {eps!r}. Use the default, 1e-6.")

@@ -4,7 +4,7 @@ Everything that knows an option reads it from ``OPTIONS``:
 
 - ``GdpoOptions`` (``advantage.py``) takes its defaults and checks from the options it ``computes``;
 - the per-step records (``records.py``) write and read back the options ``recorded``;
-- the config check (``verl_adapter/settings.py``) reads ``algorithm.gdpo.<name>`` for every option ``in_block``
+- the config check (``verl_adapter/settings.py``) reads ``algorithm.gdpo.<name>``, or the option's ``config_key``
   (``norm_by_std`` is verl's own ``algorithm.norm_adv_by_std_in_grpo``), refuses the ``gdpo_only`` ones under
   CorrGRPO and an option set away from its default where ``only_with`` says it would not be read;
 - the packaged config's ``algorithm.gdpo`` block (``gdpo_verl/config/gdpo/settings.yaml``) is ``yaml_block()``,
@@ -12,9 +12,9 @@ Everything that knows an option reads it from ``OPTIONS``:
 - ``gdpo-verl demo`` and ``inspect`` take the ``command_line`` ones as ``--<name>``.
 
 Adding an option: declare it here, use it (an option that ``computes`` is a field of ``GdpoOptions`` and a keyword
-of ``gdpo_outcome_parts``; a test fails until both exist), give it a refused value in ``tests/unit/core/
-test_options.py``, and run ``python scripts/render_settings.py``. The config check, the records, the yaml and the
-command line need no change.
+of ``gdpo_outcome_parts``; a test fails until both exist), give it a refused value in the options' unit test
+(``test_options.py``), and run ``python scripts/render_settings.py``. The config check, the records, the yaml and
+the command line need no change.
 
 A check takes the value and what to call it in an error (``"algorithm.gdpo.eps"``, ``"<file>:<line>: eps"``), and
 returns the value as the computation takes it, or raises ValueError naming what it takes. No verl, Ray, hydra or
@@ -23,6 +23,7 @@ omegaconf: the core, the records and the command line read it without them.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,11 +47,22 @@ class Option:
     doc: str = ""
     computes: bool = True  # a keyword of gdpo_outcome_parts (a field of GdpoOptions)
     recorded: bool = True  # written to each step's record, and read back from it
-    in_block: bool = True  # algorithm.gdpo.<name> (False: verl's own key, config_key)
-    config_key: str = ""  # its key in verl's config; "" is algorithm.gdpo.<name>
+    config_key: str = ""  # a key of verl's own config (algorithm.<key>); "" is algorithm.gdpo.<name>
     gdpo_only: bool = False  # a step of GDPO's own, which CorrGRPO has no place for
     only_with: tuple[str, Any] | None = None  # read only where another option has this value
     command_line: bool = False  # gdpo-verl demo and inspect take it as --<name>
+
+    def __post_init__(self) -> None:
+        if self.config_key and not self.config_key.startswith("algorithm."):
+            raise ValueError(f"option {self.name}: config_key must be a key under algorithm; got {self.config_key!r}")
+        if self.command_line and self.choices is None and not isinstance(self.default, float):
+            raise ValueError(f"option {self.name}: the command line takes a choice or a number, not "
+                             f"{type(self.default).__name__}")
+
+    @property
+    def in_block(self) -> bool:
+        """Under ``algorithm.gdpo`` (the packaged config's block), as against a key of verl's own."""
+        return not self.config_key
 
     @property
     def key(self) -> str:
@@ -124,7 +136,7 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     Option(
         "norm_by_std", True, flag,
         "divide by the group std in step 1 (the paper); false only subtracts the group mean",
-        in_block=False, config_key="algorithm.norm_adv_by_std_in_grpo",
+        config_key="algorithm.norm_adv_by_std_in_grpo",
     ),
     Option(
         "batch_norm", "token", one_of("token", "sequence", "none"),
@@ -263,31 +275,38 @@ def yaml_block(indent: int = 4) -> str:
     return "\n".join(sections)
 
 
-def config_with_block(text: str) -> str:
-    """``text`` (the packaged config) with what follows its ``  gdpo:`` line, up to the next top-level key,
-    replaced by ``yaml_block()``."""
+def config_with_block(text: str, indent: int = 4) -> str:
+    """``text`` (the packaged config) with its ``algorithm.gdpo`` block (the lines after ``  gdpo:`` up to the first
+    one indented less than ``indent``, blank lines aside) replaced by ``yaml_block(indent)``."""
     head, marker, rest = text.partition("\n  gdpo:\n")
     if not marker:
         raise ValueError("the config has no '  gdpo:' line under algorithm")
-    at = next((index for index, line in enumerate(rest.splitlines(keepends=True)) if line[:1] not in ("", " ", "\n")),
-              None)
     lines = rest.splitlines(keepends=True)
-    tail = "".join(lines[at:]) if at is not None else ""
-    return f"{head}{marker}\n{yaml_block()}\n{tail}"
+    end = next((at for at, line in enumerate(lines)
+                if line.strip() and len(line) - len(line.lstrip(" ")) < indent), len(lines))
+    return f"{head}{marker}\n{yaml_block(indent)}\n{''.join(lines[end:])}"
+
+
+# what YAML 1.1 (PyYAML, OmegaConf) reads as a boolean or null when written plainly
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
 
 
 def _yaml_value(value: Any) -> str:
+    """``value`` as the packaged config writes it, read back by YAML 1.1 as the same value; anything else (a string
+    YAML would read otherwise, an infinite float) is refused."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (tuple, list)) and not value:
         return "[]"
-    if isinstance(value, float):
+    if isinstance(value, float) and math.isfinite(value):
         text = repr(value)
         mantissa, _, exponent = text.partition("e")
-        # YAML 1.1 (PyYAML, OmegaConf) reads 1e-06 as a string: a float in exponent form needs a point and a sign
+        # YAML 1.1 reads 1e-06 as a string: a float in exponent form needs a point and a signed exponent
         return text if not exponent else f"{mantissa if '.' in mantissa else mantissa + '.0'}e{int(exponent):+d}"
-    if isinstance(value, (int, str)):
+    if isinstance(value, int):
         return str(value)
-    raise TypeError(f"no YAML spelling for the default {value!r}")
+    if isinstance(value, str) and value.isidentifier() and value.lower() not in _YAML_WORDS:
+        return value
+    raise TypeError(f"no plain YAML spelling for the default {value!r}")

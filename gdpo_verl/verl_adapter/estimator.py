@@ -26,6 +26,7 @@ from gdpo_verl.core.advantage import GdpoParts, Sessions, gdpo_parts
 from gdpo_verl.core.corrgrpo import corrgrpo_outcome_parts
 from gdpo_verl.core.checks import is_number
 from gdpo_verl.core.diagnostics import advantage_metrics
+from gdpo_verl.core.options import COMPUTED, GDPO_ONLY
 from gdpo_verl.core.records import RecordWriter
 from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME
 from gdpo_verl.verl_adapter.settings import GdpoSettings, settings_from_config
@@ -285,15 +286,11 @@ def gdpo_step(
         per_response.update(inputs.components)
         tensors.update(inputs.tensors)
     rewards, applies = gather_rewards(settings.reward_keys, response_mask, per_response, tensors)
-    options = settings.options
-    if settings.estimator == ESTIMATOR_NAME:
-        chosen = dict(batch_norm=options.batch_norm, baseline=options.baseline, conflict=options.conflict,
-                      conflict_threshold=options.conflict_threshold, adaptive_weights=options.adaptive_weights)
-    else:  # CorrGRPO reads the conditions, norm_by_std and eps
-        chosen = dict(outcome=corrgrpo_outcome_parts)
+    gdpo = settings.estimator == ESTIMATOR_NAME
+    # every option the computation takes, as the settings hold it (CorrGRPO takes none of GDPO's own steps)
+    chosen = {name: getattr(settings.options, name) for name in COMPUTED if gdpo or name not in GDPO_ONLY}
     parts = gdpo_parts(rewards, response_mask, index, settings.weights_at(global_step), sessions=sessions,
-                       applies=applies, conditions=options.conditions, norm_by_std=options.norm_by_std,
-                       eps=options.eps, **chosen)
+                       applies=applies, **chosen, **({} if gdpo else {"outcome": corrgrpo_outcome_parts}))
     uids = np.asarray(index) if sessions is None else np.asarray(index)[list(sessions.final_rows)]
     return parts.advantages, parts, uids
 

@@ -66,9 +66,8 @@ NOT_COMPONENTS: dict[str, str] = {
 class GdpoSettings:
     """What GDPO reads from ``algorithm``: the reward keys and weights, how to normalize (``options``, which the
     core's result carries too) and where to record the steps. ``estimator``: "gdpo", or "corrgrpo" when
-    ``algorithm.adv_estimator`` is one of ``CORRGRPO_NAMES`` (which reads no ``batch_norm``, ``baseline``,
-    ``conflict``, ``conflict_threshold`` or ``adaptive_weights``: they are left at their defaults, others
-    refused)."""
+    ``algorithm.adv_estimator`` is one of ``CORRGRPO_NAMES`` (which reads none of the options declared
+    ``gdpo_only``: they are left at their defaults, others refused)."""
 
     reward_keys: tuple[str, ...]
     weights: dict[str, float | WeightSchedule]
@@ -151,8 +150,9 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
         _check_corrgrpo_options(name, values, computed)
         return GdpoSettings(keys, weights, computed, values["dump_dir"], CORRGRPO_NAMES[0])
     _check_variants(keys, computed)
-    changed = [option for option in OPTIONS if values[option] != DEFAULTS[option]]
-    for option in unread(changed, values):
+    ignored = unread([option for option in OPTIONS if values[option] != DEFAULTS[option]], values)
+    if ignored:
+        option = ignored[0]
         needs, needed = OPTIONS[option].only_with
         raise ValueError(
             f"{OPTIONS[option].key}={values[option]} is read by {OPTIONS[needs].key}={needed} only, and {needs} is "
@@ -187,7 +187,7 @@ def _check_corrgrpo_options(name: str, values: Mapping[str, Any], options: GdpoO
             "(CorrGRPO) has none of them: no batch step, the group mean as its baseline, no conflict masking and the "
             "configured weights. They would be ignored: leave them at their defaults, or train with "
             "algorithm.adv_estimator=gdpo. CorrGRPO reads gdpo_reward_keys, gdpo_reward_weights, "
-            "norm_adv_by_std_in_grpo and algorithm.gdpo.{eps, conditions, dump_dir, reward_timeout_s}."
+            f"{', '.join(OPTIONS[option].key.removeprefix('algorithm.') for option in OPTIONS if option not in GDPO_ONLY)}."
         )
 
 

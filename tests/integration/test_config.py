@@ -1,8 +1,11 @@
 """Hydra composition of the packaged config through verl's real main_ppo (--cfg job prints, runs nothing)."""
 
+import re
+import shlex
 import subprocess
 import sys
 from importlib.resources import files
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -19,34 +22,31 @@ def compose(*arguments):
     return OmegaConf.create(result.stdout)
 
 
-@pytest.mark.parametrize(
-    "arguments",
-    [
-        pytest.param(
-            ["--config-path", "pkg://gdpo_verl.config", "--config-name", "gdpo_trainer",
-             "algorithm.gdpo_reward_keys=[correct,length]", "algorithm.gdpo_reward_weights=[1.0,0.5]",
-             "algorithm.gdpo.batch_norm=sequence"],
-            id="packaged-config",
-        ),
-        pytest.param(
-            ["algorithm.adv_estimator=gdpo", "+algorithm.gdpo_reward_keys=[correct,length]",
-             "+algorithm.gdpo_reward_weights=[1.0,0.5]", "+algorithm.gdpo.batch_norm=sequence"],
-            id="verl-config-with-plus",
-        ),
-    ],
-)
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_routes():
+    """The README's commands on verl's main_ppo, as a user pastes them (its "..." stands for the user's own
+    settings: left out)."""
+    blocks = re.findall(r"```bash\n(python -m verl\.trainer\.main_ppo .*?)```", README.read_text(), re.S)
+    assert len(blocks) == 2, "the README shows two routes onto verl's main_ppo (the packaged config, verl's own)"
+    return [[word for word in shlex.split(block.replace("\\\n", " "), comments=True)[3:] if word != "..."]
+            for block in blocks]
+
+
+@pytest.mark.parametrize("arguments", readme_routes(), ids=["packaged-config", "verl-config-with-plus"])
 def test_main_ppo_composes_gdpo_settings(arguments):
     config = compose(*arguments)
     assert config.algorithm.adv_estimator == "gdpo"
     assert config.trainer.use_v1 is True  # verl's default trainer, in both forms
-    packaged = "--config-name" in arguments
-    assert config.reward.reward_manager.name == ("gdpo_verl" if packaged else "naive")
+    # the manager that passes extra_info["response_length"] to the README's example reward, on both routes
+    assert config.reward.reward_manager.name == "gdpo_verl"
+    assert config.reward.custom_reward_function.name == "compute_score"
     assert config.algorithm.filter_groups.enable is False
     assert config.actor_rollout_ref.actor.ppo_mini_batch_size is not None  # verl's own defaults are all there
     settings = settings_from_config(config.algorithm)
     assert settings.reward_keys == ("correct", "length")
     assert settings.weights == {"correct": 1.0, "length": 0.5}
-    assert settings.options.batch_norm == "sequence"
 
 
 def test_packaged_config_declares_every_option_with_the_default_the_code_uses():

@@ -3,6 +3,7 @@ it writes, with real Ray and TransferQueue."""
 
 import time
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -255,3 +256,20 @@ def test_verls_own_reward_manager_marks_a_left_out_component_as_not_applying_in_
     assert [info["code"] for info in infos] == [None, 0.5]
     # what verl's RewardLoopManager.compute_rm_score and the agent loop do next: stack by the first sample's keys
     assert np.array([info["code"] for info in infos]).tolist() == [None, 0.5]
+
+
+def test_the_readmes_example_reward_pasted_as_is_needs_the_gdpo_verl_manager_and_scores_through_it():
+    # README, "Usage": the reward a new user copies into my_reward.py, and the manager each route sets
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    usage = readme[readme.index("## Usage"):]
+    source = usage[usage.index("```python\n") + len("```python\n"):usage.index("```", usage.index("```python\n") + 3)]
+    pasted = {}
+    exec(compile(source, "my_reward.py", "exec"), pasted)
+    result = score(manager(score=pasted["compute_score"]), sample("the answer is 4", ground_truth="4"))
+    info = result["reward_extra_info"]
+    assert (info["correct"], info["length"], result["reward_score"]) == (1.0, 1.0, 2.0)
+    assert SIGNATURE_KEY in info
+    config = OmegaConf.create({"algorithm": {"gdpo_reward_keys": ["correct", "length"]}, "reward": {}})
+    naive = get_reward_manager_cls("naive")(config, tiny_tokenizer(), pasted["compute_score"])
+    with pytest.raises(KeyError, match="response_length"):  # why the README's second route names the manager
+        naive.loop.run_until_complete(naive.run_single(sample("the answer is 4", ground_truth="4")))

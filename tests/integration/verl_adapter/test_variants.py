@@ -13,7 +13,8 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from gdpo_verl.core.advantage import gdpo_outcome_parts
-from gdpo_verl.verl_adapter.estimator import Step, fill_unapplied, running
+from gdpo_verl.core.options import COMPUTED, DEFAULTS, GDPO_ONLY
+from gdpo_verl.verl_adapter.estimator import Step, fill_unapplied, gdpo_step, running
 from gdpo_verl.verl_adapter.reward_manager import reward_signature, signature_components
 from gdpo_verl.verl_adapter.settings import check_config, settings_from_config
 from gdpo_verl.verl_adapter.transfer_queue import step_inputs_from_fields
@@ -216,3 +217,22 @@ def test_the_packaged_config_with_its_defaults_passes_the_option_checks():
     declared.gdpo_reward_keys = ["correct", "length"]
     settings = settings_from_config(declared)  # every option given, at its default
     assert (settings.options.conflict, settings.options.baseline) == ("none", "mean")
+
+
+@pytest.mark.parametrize("estimator", ["gdpo", "corrgrpo"])
+def test_every_option_the_config_sets_reaches_the_computation(estimator):
+    # each computed option (gdpo_verl/core/options.py) away from its default; CorrGRPO takes those not GDPO's own
+    chosen = {"conditions": [{"reward": "code", "given": "correct", "at_least": 1}], "eps": 1e-3}
+    if estimator == "gdpo":
+        chosen |= {"batch_norm": "sequence", "baseline": "leave_one_out", "conflict": "snr",
+                   "conflict_threshold": 0.3, "adaptive_weights": "saw"}
+    config = algorithm(**chosen)
+    config.adv_estimator, config.norm_adv_by_std_in_grpo = estimator, False
+    settings = settings_from_config(config)
+    assert all(getattr(settings.options, name) != DEFAULTS[name] for name in COMPUTED
+               if estimator == "gdpo" or name not in GDPO_ONLY)
+    data, mask = batch()
+    _, parts, _ = gdpo_step(settings, mask, data.non_tensor_batch["uid"], data.non_tensor_batch, {}, None, 3)
+    for name in COMPUTED:
+        if estimator == "gdpo" or name not in GDPO_ONLY:
+            assert getattr(parts.options, name) == getattr(settings.options, name), name

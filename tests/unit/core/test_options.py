@@ -96,3 +96,24 @@ def test_a_record_carries_every_recorded_option_and_reads_it_back(tmp_path):
     RecordWriter().append(tmp_path, parts, list("aaabbb"), 3)
     (record,) = load_steps(tmp_path)
     assert record.recorded == chosen
+
+
+def test_rendering_replaces_the_gdpo_block_only():
+    shipped = CONFIG.read_text()
+    # a key of algorithm after the block, and one at the top level, are kept as they are
+    text = shipped.replace("    reward_timeout_s: 600\n", "    reward_timeout_s: 600\n  kl_ctrl_extra: 1\n# a note\n")
+    rendered = config_with_block(text)
+    assert "\n  kl_ctrl_extra: 1\n# a note\n" in rendered and config_with_block(rendered) == rendered
+
+
+@pytest.mark.parametrize("value", ["on", "No", "1.5", "a: b", "", float("inf"), float("nan"), [1], {"a": 1}])
+def test_a_default_yaml_would_read_as_another_value_is_refused(value):
+    with pytest.raises(TypeError, match="no plain YAML spelling"):
+        options._yaml_value(value)
+
+
+def test_a_declaration_the_config_cannot_hold_is_refused():
+    with pytest.raises(ValueError, match="config_key must be a key under algorithm"):
+        options.Option("x", 1.0, options.fraction(""), "x", config_key="trainer.x")
+    with pytest.raises(ValueError, match="the command line takes a choice or a number"):
+        options.Option("x", None, options.directory_or_none, "x", command_line=True)
