@@ -61,6 +61,7 @@ from typing import Any
 
 from gdpo_verl.core.checks import finite_number, whole_number
 from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, answer_part, response_length
+from gdpo_verl.rewards.needs import RewardNeeds
 from gdpo_verl.sandbox import MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox, Session
 from gdpo_verl.sandbox.fusion import FUSION, SETTINGS, FusionSandbox, FusionSettings
 
@@ -536,4 +537,12 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
         return reward(data_source, solution_str, ground_truth, extra_info, **options)
 
 
+def check_node(**reward_kwargs: Any) -> None:
+    """Start this reward's sandbox once with ``reward_kwargs``, as each reward worker will (``CodingReward.prepare``):
+    raises what keeps it from running on this node."""
+    with CodingReward(workers=1) as reward:
+        reward.prepare(**reward_kwargs)
+
+
 compute_score.reward_class = CodingReward  # read by gdpo_verl.verl_adapter.reward_manager
+compute_score.needs = RewardNeeds(weights_in_score=True, node_check=check_node)

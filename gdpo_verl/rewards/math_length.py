@@ -60,6 +60,7 @@ from gdpo_verl.core.checks import boolean, finite_number, whole_number
 from gdpo_verl.rewards import answers
 from gdpo_verl.rewards.answer_guard import plain_number, refusal
 from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, response_length
+from gdpo_verl.rewards.needs import RewardNeeds
 from gdpo_verl.rewards.verifier import AnswerChecker, Deadline, Verdict
 
 logger = logging.getLogger("gdpo_verl")
@@ -248,6 +249,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
 
 
 compute_score.reward_class = MathLengthReward  # read by gdpo_verl.verl_adapter.reward_manager
+compute_score.needs = RewardNeeds(weights_in_score=True)  # score = correct_weight * correct + length_weight * length
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gdpo_verl.core.checks import boolean, finite_number
+from gdpo_verl.rewards.needs import RewardNeeds
 from gdpo_verl.rewards.tool_values import CallComparison, parameter_types
 
 # Longer responses are not parsed (a 1024-token response is far shorter): format 0, correctness the minimum.
@@ -138,6 +139,9 @@ def compute_score(
         "tool_call_parsed": float(calls is not None),
         "exact_match": float(exact),
     }
+
+
+compute_score.needs = RewardNeeds(weights_in_score=True)  # score = format_weight * format + correct_weight * correct
 
 
 def parse_ground_truth(value: Any) -> GroundTruth:

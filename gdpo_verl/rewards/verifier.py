@@ -385,16 +385,19 @@ class AnswerChecker:
             return [worker.process for worker in self._free]
 
     def close(self) -> None:
-        """Stop every process: the free ones now, one starting now (its start's thread closes its pipes), one a
-        call holds when the call ends."""
+        """Stop every process: the free ones and those starting now, each collected before this returns (a starting
+        one's thread closes its pipes), and one a call holds when the call ends."""
         with self._changed:
             self._closed = True
             free, self._free = self._free, []
-            for worker in self._starting:
+            starting = list(self._starting)
+            for worker in starting:
                 worker.process.kill()
             self._changed.notify_all()
         for worker in free:
             worker.kill()
+        for worker in starting:  # killed above: it ends at once; before, close could return while it still ran
+            worker.process.wait(timeout=STARTUP_TIMEOUT_S)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME, OURS
 
@@ -108,17 +110,16 @@ def _answers_on_nodes(probe_fn, timeout_s: float) -> list[NodeResolution]:
 SANDBOX_OK = "sandbox ok"
 
 
-def require_sandbox_on_every_node(reward_kwargs: dict, timeout_s: float | None = None) -> list[NodeResolution]:
-    """The coding reward's sandbox, with these reward_kwargs, started once on every node (``CodingReward.prepare``);
-    raise RuntimeError naming each node where it cannot run, with that node's problem and its fix; else the nodes."""
+def require_reward_on_every_node(node_check: Callable[..., Any], reward_kwargs: dict,
+                                 timeout_s: float | None = None) -> list[NodeResolution]:
+    """A reward's ``node_check`` (``RewardNeeds``: it starts the reward's sandbox once), with these reward_kwargs,
+    run on every node; raise RuntimeError naming each node where it fails, with that node's problem and its fix;
+    else the nodes."""
     options = dict(reward_kwargs)
 
     def probe() -> str:
         try:
-            from gdpo_verl.rewards.coding import CodingReward
-
-            with CodingReward(workers=1) as coding:
-                coding.prepare(**options)
+            node_check(**options)
         except Exception as exc:  # this probe's answer, shown to the user by the caller
             return f"error: {type(exc).__name__}: {exc}"
         return SANDBOX_OK
@@ -127,8 +128,8 @@ def require_sandbox_on_every_node(reward_kwargs: dict, timeout_s: float | None =
     bad = [result for result in results if result.resolved != SANDBOX_OK]
     if bad:
         raise RuntimeError(
-            f"the coding reward's sandbox cannot run on {len(bad)} of {len(results)} Ray nodes, where its reward "
-            f"workers may run: {_listed(bad)}."
+            f"the sandbox of the reward in {node_check.__module__} cannot run on {len(bad)} of {len(results)} Ray "
+            f"nodes, where its reward workers may run: {_listed(bad)}."
         )
     return results
 

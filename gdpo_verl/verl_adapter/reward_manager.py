@@ -42,7 +42,7 @@ from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManage
 
 from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX, fill_unapplied, find_reward
-from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY, coding_reward_kwargs, reward_timeout
+from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY, reward_timeout, sandboxed_reward_kwargs
 
 
 def reward_signature(components: Sequence[float | None]) -> float:
@@ -85,9 +85,9 @@ class GdpoRewardManager(NaiveRewardManager):
     """verl's naive reward manager plus the true response length and the GDPO signature."""
 
     def __init__(self, config, tokenizer, compute_score, reward_router_address=None, reward_model_tokenizer=None):
-        coding = coding_reward_kwargs(config) or {}
-        compute_score = owned_reward(compute_score, {"sandbox_fusion": coding["sandbox_fusion"]}
-                                     if "sandbox_fusion" in coding else None)
+        sandboxed = sandboxed_reward_kwargs(config) or {}
+        compute_score = owned_reward(compute_score, {"sandbox_fusion": sandboxed["sandbox_fusion"]}
+                                     if "sandbox_fusion" in sandboxed else None)
         super().__init__(config, tokenizer, compute_score, reward_router_address, reward_model_tokenizer)
         keys = config.algorithm.get("gdpo_reward_keys", None)
         self.signature_keys = tuple(keys) if keys else ()

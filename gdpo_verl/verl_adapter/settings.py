@@ -8,6 +8,7 @@ in ``gdpo_verl/config/gdpo/settings.yaml``.
 from __future__ import annotations
 
 import difflib
+import importlib
 import importlib.util
 import logging
 import os
@@ -26,6 +27,7 @@ from gdpo_verl.core.checks import boolean, finite_number
 from gdpo_verl.core.conditions import check_conditions
 from gdpo_verl.core.options import COMPUTED, DEFAULTS, GDPO_ONLY, IN_BLOCK, OPTIONS, checked, unread
 from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakpoints, weights_at
+from gdpo_verl.rewards.needs import RewardNeeds
 from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME, OUR_ESTIMATORS
 
 # The packaged config, whose algorithm.gdpo block is rendered from core/options.py (a test checks it is).
@@ -313,7 +315,7 @@ def check_config(config: Any) -> GdpoSettings | None:
     if settings is not None and settings.dump_dir is not None:
         check_dump_dir(settings.dump_dir)
     if settings is not None or observed is not None:
-        _check_coding_sandbox(config)
+        _check_reward_on_this_node(config)
         _check_transfer_queue(config)
 
     filter_groups = _get(algorithm, "filter_groups")
@@ -409,24 +411,35 @@ def check_dump_dir(dump_dir: str) -> None:
         raise ValueError(f"algorithm.gdpo.dump_dir={dump_dir!r}: {existing} is not writable by this process. {fix}")
 
 
-# This package's reward functions whose summed ``score`` takes ``<reward>_weight`` options.
-WEIGHTED_REWARD_FUNCTIONS = ("pkg://gdpo_verl.rewards.math_length", "pkg://gdpo_verl.rewards.tool_calling",
-                             "pkg://gdpo_verl.rewards.coding")  # the last: CODING_REWARD
+PKG_PREFIX = "pkg://"  # a reward loaded as a module (verl.utils.import_utils.load_module), not from a file
 
 
-CODING_REWARD = "pkg://gdpo_verl.rewards.coding"
+def reward_needs(config: Any) -> RewardNeeds:
+    """What the reward ``reward.custom_reward_function`` names declares it needs (``compute_score.needs``,
+    ``gdpo_verl/rewards/needs.py``), for a reward loaded as ``pkg://<module>`` (imported here, as verl imports it);
+    a reward from a file, or one that declares nothing, needs nothing of these checks."""
+    function = _reward_function(config)
+    path = _get(function, "path") if function is not None else None
+    if not isinstance(path, str) or not path.startswith(PKG_PREFIX):
+        return RewardNeeds()
+    try:
+        module = importlib.import_module(path[len(PKG_PREFIX):].replace("/", "."))
+    except ImportError as exc:
+        raise ValueError(f"reward.custom_reward_function.path={path}: {exc}. Name an installed module "
+                         "(pkg://gdpo_verl.rewards.math_length, ...) or a file.") from exc
+    needs = getattr(getattr(module, _get(function, "name") or "compute_score", None), "needs", None)
+    return needs if isinstance(needs, RewardNeeds) else RewardNeeds()
 
 
-def coding_reward_kwargs(config: Any) -> dict | None:
-    """The reward_kwargs of the coding reward when the config trains on it, else None. With ``sandbox=fusion`` they
-    carry verl's ``reward.sandbox_fusion`` settings as ``sandbox_fusion`` (verl itself passes those only to its own
-    scorers): what the sandbox checks and the "gdpo_verl" reward manager give the reward. A url set while the reward
-    runs programs elsewhere is refused (``CodingReward.sandbox``), not ignored."""
-    reward = _get(config, "reward")
-    function = _get(reward, "custom_reward_function") if reward is not None else None
-    if function is None or _get(function, "path") != CODING_REWARD:
+def sandboxed_reward_kwargs(config: Any) -> dict | None:
+    """The reward_kwargs of a reward that runs programs in gdpo-verl's sandbox (its ``node_check``), else None.
+    They carry verl's ``reward.sandbox_fusion`` settings as ``sandbox_fusion`` (verl itself passes those only to
+    its own scorers): what the sandbox checks and the "gdpo_verl" reward manager give the reward. A url set while
+    the reward runs programs elsewhere is refused (``CodingReward.sandbox``), not ignored."""
+    if reward_needs(config).node_check is None:
         return None
-    reward_kwargs = dict(_get(function, "reward_kwargs") or {})
+    reward = _get(config, "reward")
+    reward_kwargs = dict(_get(_reward_function(config), "reward_kwargs") or {})
     if "sandbox_fusion" in reward_kwargs:
         raise ValueError("reward.custom_reward_function.reward_kwargs.sandbox_fusion: Sandbox Fusion's address and "
                          "limits are verl's own settings; set reward.sandbox_fusion.url (.max_concurrent, "
@@ -440,27 +453,27 @@ def coding_reward_kwargs(config: Any) -> dict | None:
     return reward_kwargs
 
 
-def _check_coding_sandbox(config: Any) -> None:
-    """The coding reward runs programs in a sandbox: on this (the driver's) node, start one before Ray starts, and
-    stop with the node's problem and its fix if it cannot (every other node is checked once Ray is up, before the
-    TaskRunner starts: trainer_hooks; each reward worker checks its own node again when it starts)."""
-    reward_kwargs = coding_reward_kwargs(config)
-    if reward_kwargs is None:
-        return
-    from gdpo_verl.rewards.coding import CodingReward
+def _reward_function(config: Any) -> Any:
+    reward = _get(config, "reward")
+    return _get(reward, "custom_reward_function") if reward is not None else None
 
-    with CodingReward(workers=1) as coding:
-        coding.prepare(**reward_kwargs)
+
+def _check_reward_on_this_node(config: Any) -> None:
+    """A reward that runs programs in a sandbox: on this (the driver's) node, start one before Ray starts, and stop
+    with the node's problem and its fix if it cannot (every other node is checked once Ray is up, before the
+    TaskRunner starts: trainer_hooks; each reward worker checks its own node again when it starts)."""
+    reward_kwargs = sandboxed_reward_kwargs(config)
+    if reward_kwargs is not None:
+        reward_needs(config).node_check(**reward_kwargs)
 
 
 def _check_score_weights(config: Any, settings: GdpoSettings) -> None:
     """GDPO's weights and the weights in the summed ``score`` (what GRPO and dynamic sampling use) must agree
-    for this package's reward functions: a weight given to one and not the other would go unnoticed."""
-    reward = _get(config, "reward")
-    function = _get(reward, "custom_reward_function") if reward is not None else None
-    if function is None or _get(function, "path") not in WEIGHTED_REWARD_FUNCTIONS:
+    for a reward whose score takes them (``RewardNeeds.weights_in_score``): a weight given to one and not the other
+    would go unnoticed."""
+    if not reward_needs(config).weights_in_score:
         return
-    kwargs = _get(function, "reward_kwargs") or {}
+    kwargs = _get(_reward_function(config), "reward_kwargs") or {}
     in_score = {
         key: finite_number(_get(kwargs, f"{key}_weight", 1.0), f"reward.custom_reward_function.reward_kwargs.{key}_weight")
         for key in settings.reward_keys

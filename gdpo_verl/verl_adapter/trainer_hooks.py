@@ -48,12 +48,14 @@ from types import ModuleType
 from typing import Any
 
 from gdpo_verl.core.records import RecordWriter
-from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node, require_sandbox_on_every_node
+from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node, require_reward_on_every_node
 from gdpo_verl.verl_adapter.estimator import Step, current_step, fill_unapplied, observe, running
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME, OUR_ESTIMATORS
 from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX
-from gdpo_verl.verl_adapter.settings import check_config, coding_reward_kwargs, observes, settings_from_config
+from gdpo_verl.verl_adapter.settings import (
+    check_config, observes, reward_needs, sandboxed_reward_kwargs, settings_from_config,
+)
 from gdpo_verl.verl_adapter.touch_points import (FULLY_ASYNC_TRAINER, LEGACY_TRAINER, MAIN_PPO, REWARD_LOOP,
                                                  REWARD_MANAGERS, SEPARATION_TRAINER, V1_TRAINER, actor_class,
                                                  require)
@@ -128,7 +130,9 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
         if algorithm.adv_estimator in OUR_ESTIMATORS or observes(algorithm):
             if _CHECKED_CONFIG.get() is not config:  # main_ppo's validate_config checked it just before
                 check_config(config)  # before Ray starts, whichever entry point called
-            task_runner_class = _NodesCheckedFirst(task_runner_class, coding_reward_kwargs(config))
+            reward_kwargs = sandboxed_reward_kwargs(config)
+            node_check = reward_needs(config).node_check if reward_kwargs is not None else None
+            task_runner_class = _NodesCheckedFirst(task_runner_class, node_check, reward_kwargs)
         return original(config, task_runner_class, *args, **kwargs)
 
     return run_ppo
@@ -136,29 +140,30 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
 
 class _NodesCheckedFirst:
     """verl's TaskRunner actor class, started only after every Ray node passed ``require_plugin_on_every_node``
-    and, when the run trains on the coding reward (``coding_kwargs``: its reward_kwargs), started its sandbox
-    (``require_sandbox_on_every_node``): ``run_ppo`` calls ``.remote()`` or ``.options(...).remote()`` once Ray is
-    up, before any model is loaded."""
+    and, when the run's reward runs programs in a sandbox (``node_check``, with its ``reward_kwargs``), started one
+    there (``require_reward_on_every_node``): ``run_ppo`` calls ``.remote()`` or ``.options(...).remote()`` once Ray
+    is up, before any model is loaded."""
 
-    def __init__(self, actor_class: Any, coding_kwargs: dict | None) -> None:
+    def __init__(self, actor_class: Any, node_check: Callable[..., Any] | None, reward_kwargs: dict | None) -> None:
         self._actor_class = actor_class
-        self._coding_kwargs = coding_kwargs
+        self._node_check, self._reward_kwargs = node_check, reward_kwargs
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
-        _check_nodes(self._coding_kwargs)
+        _check_nodes(self._node_check, self._reward_kwargs)
         return self._actor_class.remote(*args, **kwargs)
 
     def options(self, *args: Any, **kwargs: Any) -> Any:
-        _check_nodes(self._coding_kwargs)
+        _check_nodes(self._node_check, self._reward_kwargs)
         return self._actor_class.options(*args, **kwargs)
 
 
-def _check_nodes(coding_kwargs: dict | None) -> None:
+def _check_nodes(node_check: Callable[..., Any] | None, reward_kwargs: dict | None) -> None:
     nodes = require_plugin_on_every_node()
     print(f'gdpo-verl: "gdpo" is gdpo-verl\'s estimator on all {len(nodes)} Ray node(s)', flush=True)
-    if coding_kwargs is not None:
-        require_sandbox_on_every_node(coding_kwargs)
-        print(f"gdpo-verl: the coding reward's sandbox runs on all {len(nodes)} Ray node(s)", flush=True)
+    if node_check is not None:
+        require_reward_on_every_node(node_check, reward_kwargs or {})
+        print(f"gdpo-verl: the reward's sandbox ({node_check.__module__}) runs on all {len(nodes)} Ray node(s)",
+              flush=True)
 
 
 def _wrap_v1_trainer(module: ModuleType) -> None:

@@ -72,7 +72,8 @@ def test_two_gdpo_steps_score_programs_in_the_sandbox_inside_verls_reward_worker
                          capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     # main_ppo started the sandbox on every Ray node before verl's TaskRunner (and so before any model) started
-    assert "gdpo-verl: the coding reward's sandbox runs on all 1 Ray node(s)" in (out / "run.log").read_text()
+    assert "gdpo-verl: the reward's sandbox (gdpo_verl.rewards.coding) runs on all 1 Ray node(s)" in (
+        out / "run.log").read_text()
 
     metrics = {entry["step"]: entry["data"] for entry in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())}
     assert sorted(metrics) == [1, 2]

@@ -92,16 +92,36 @@ def test_a_coding_reward_on_sandbox_fusion_is_checked_against_verls_sandbox_fusi
 def test_the_coding_reward_reads_sandbox_fusion_from_verls_older_top_level_place_too():
     from omegaconf import OmegaConf
 
-    from gdpo_verl.verl_adapter.settings import coding_reward_kwargs
+    from gdpo_verl.verl_adapter.settings import sandboxed_reward_kwargs
 
     reward = {"custom_reward_function": {"path": "pkg://gdpo_verl.rewards.coding", "reward_kwargs": {"sandbox": "fusion"}},
               "sandbox_fusion": {"url": None}}
     older = {"url": "http://old:1/run_code", "max_concurrent": 3, "memory_limit_mb": 512}
-    kwargs = coding_reward_kwargs(OmegaConf.create({"reward": reward, "sandbox_fusion": older}))
+    kwargs = sandboxed_reward_kwargs(OmegaConf.create({"reward": reward, "sandbox_fusion": older}))
     assert kwargs == {"sandbox": "fusion", "sandbox_fusion": older}
     newer = {**reward, "sandbox_fusion": {**older, "url": "http://new:1/run_code"}}
-    assert coding_reward_kwargs(OmegaConf.create({"reward": newer, "sandbox_fusion": older}))["sandbox_fusion"]["url"] \
+    assert sandboxed_reward_kwargs(OmegaConf.create({"reward": newer, "sandbox_fusion": older}))["sandbox_fusion"]["url"] \
         == "http://new:1/run_code"
+
+
+DECLARED = "reward.custom_reward_function.path=pkg://tests.fixtures.declared_reward"
+
+
+def test_the_check_learns_what_a_reward_needs_from_the_reward_itself():
+    # compute_score.needs (gdpo_verl/rewards/needs.py): a reward whose score takes the weights gets them compared
+    # with GDPO's; another function of the same module, which declares nothing, does not
+    weights = ("algorithm.gdpo_reward_weights=[1.0,0.5]", DECLARED)
+    with pytest.raises(ValueError, match="the reward weights differ between GDPO and the summed score"):
+        check_config(packaged(*weights, "reward.custom_reward_function.name=compute_score"))
+    assert check_config(packaged(*weights, "reward.custom_reward_function.name=undeclared")).reward_keys == (
+        "correct", "length")
+    # a reward that runs programs: its node check runs before Ray starts, with the reward_kwargs, and stops the run
+    with pytest.raises(RuntimeError, match=r"this node cannot run the declared reward's programs \(reward_kwargs "
+                                           r"\['python'\]\)"):
+        check_config(packaged(DECLARED, "reward.custom_reward_function.name=sandboxed",
+                              "+reward.custom_reward_function.reward_kwargs.python=/usr/bin/python3"))
+    with pytest.raises(ValueError, match=r"path=pkg://tests.fixtures.no_such_reward: No module named"):
+        check_config(packaged("reward.custom_reward_function.path=pkg://tests.fixtures.no_such_reward"))
 
 
 def test_a_valid_gdpo_config_passes_the_check():
