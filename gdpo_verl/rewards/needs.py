@@ -21,8 +21,11 @@ class RewardNeeds:
         node_check: it runs model-written programs in gdpo-verl's sandbox. Called with the reward_kwargs (verl's
             ``reward.sandbox_fusion`` settings among them as ``sandbox_fusion``, the only way a reward learns
             them) on the driver's node before Ray starts and on every Ray node before training, it raises what
-            keeps the reward from running there; the "gdpo_verl" reward manager passes the reward its
-            ``sandbox_fusion``.
+            keeps the reward from running there. The "gdpo_verl" reward manager passes the reward its
+            ``sandbox_fusion`` where the function also names the class it makes (``compute_score.reward_class``,
+            as ``gdpo_verl.rewards.coding`` does).
+
+    Read only for a reward loaded as ``pkg://<module>``: the driver imports that module before Ray starts.
     """
 
     weights_in_score: bool = False

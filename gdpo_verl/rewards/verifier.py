@@ -396,8 +396,13 @@ class AnswerChecker:
             self._changed.notify_all()
         for worker in free:
             worker.kill()
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
         for worker in starting:  # killed above: it ends at once; before, close could return while it still ran
-            worker.process.wait(timeout=STARTUP_TIMEOUT_S)
+            try:
+                worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:  # a kill the kernel has not carried out (a process stuck in I/O)
+                logger.warning("math-verify checker process %d did not end within %g s of its SIGKILL; left to "
+                               "the kernel", worker.process.pid, STARTUP_TIMEOUT_S)
 
 
 if __name__ == "__main__":

@@ -110,11 +110,11 @@ def _answers_on_nodes(probe_fn, timeout_s: float) -> list[NodeResolution]:
 SANDBOX_OK = "sandbox ok"
 
 
-def require_reward_on_every_node(node_check: Callable[..., Any], reward_kwargs: dict,
-                                 timeout_s: float | None = None) -> list[NodeResolution]:
+def require_reward_on_every_node(node_check: Callable[..., Any], reward_kwargs: dict, timeout_s: float | None = None,
+                                 reward: str | None = None) -> list[NodeResolution]:
     """A reward's ``node_check`` (``RewardNeeds``: it starts the reward's sandbox once), with these reward_kwargs,
-    run on every node; raise RuntimeError naming each node where it fails, with that node's problem and its fix;
-    else the nodes."""
+    run on every node; raise RuntimeError naming the reward (``reward``, else the check's module) and each node
+    where it fails, with that node's problem and its fix; else the nodes."""
     options = dict(reward_kwargs)
 
     def probe() -> str:
@@ -128,7 +128,7 @@ def require_reward_on_every_node(node_check: Callable[..., Any], reward_kwargs: 
     bad = [result for result in results if result.resolved != SANDBOX_OK]
     if bad:
         raise RuntimeError(
-            f"the sandbox of the reward in {node_check.__module__} cannot run on {len(bad)} of {len(results)} Ray "
+            f"the sandbox of the reward in {reward or node_check.__module__} cannot run on {len(bad)} of {len(results)} Ray "
             f"nodes, where its reward workers may run: {_listed(bad)}."
         )
     return results

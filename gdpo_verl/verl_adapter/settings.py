@@ -416,19 +416,46 @@ PKG_PREFIX = "pkg://"  # a reward loaded as a module (verl.utils.import_utils.lo
 
 def reward_needs(config: Any) -> RewardNeeds:
     """What the reward ``reward.custom_reward_function`` names declares it needs (``compute_score.needs``,
-    ``gdpo_verl/rewards/needs.py``), for a reward loaded as ``pkg://<module>`` (imported here, as verl imports it);
-    a reward from a file, or one that declares nothing, needs nothing of these checks."""
+    ``gdpo_verl/rewards/needs.py``), for a reward loaded as ``pkg://<module>``: the module is imported here, in the
+    driver before Ray starts, as verl imports it in its reward workers. A reward from a file, or one that declares
+    nothing, needs nothing of these checks. A module that cannot be imported here, or that has no function of that
+    name, is refused naming why."""
     function = _reward_function(config)
     path = _get(function, "path") if function is not None else None
     if not isinstance(path, str) or not path.startswith(PKG_PREFIX):
         return RewardNeeds()
+    module_name, name = path[len(PKG_PREFIX):].replace("/", "."), _get(function, "name") or "compute_score"
+    where = f"reward.custom_reward_function.path={path}"
     try:
-        module = importlib.import_module(path[len(PKG_PREFIX):].replace("/", "."))
-    except ImportError as exc:
-        raise ValueError(f"reward.custom_reward_function.path={path}: {exc}. Name an installed module "
-                         "(pkg://gdpo_verl.rewards.math_length, ...) or a file.") from exc
-    needs = getattr(getattr(module, _get(function, "name") or "compute_score", None), "needs", None)
-    return needs if isinstance(needs, RewardNeeds) else RewardNeeds()
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise ValueError(f"{where}: there is no module {module_name} here. Name an installed module "
+                             "(pkg://gdpo_verl.rewards.math_length, ...) or a file.") from exc
+        raise ValueError(f"{where}: importing it failed ({exc}). gdpo-verl reads what the reward declares it needs "
+                         "(compute_score.needs) in the driver, before Ray starts: install what it imports on this "
+                         "node too, or load the reward from a file.") from exc
+    except Exception as exc:
+        raise ValueError(f"{where}: importing it failed ({type(exc).__name__}: {exc}). gdpo-verl reads what the "
+                         "reward declares it needs (compute_score.needs) in the driver, before Ray starts.") from exc
+    if not callable(getattr(module, name, None)):
+        raise ValueError(f"reward.custom_reward_function.name={name} is not a function of {module_name}; "
+                         "name the reward function the module defines (compute_score for gdpo-verl's rewards).")
+    needs = getattr(getattr(module, name), "needs", None)
+    if needs is not None and not isinstance(needs, RewardNeeds):
+        raise ValueError(f"{module_name}.{name}.needs must be a gdpo_verl.rewards.needs.RewardNeeds; got "
+                         f"{type(needs).__name__}.")
+    return needs or RewardNeeds()
+
+
+def reward_node_check(config: Any) -> tuple[Any, dict, str] | None:
+    """For a reward that runs programs in a sandbox (its declared ``node_check``): the check, the reward_kwargs it
+    is run with (``sandboxed_reward_kwargs``) and the reward's name for messages; else None."""
+    reward_kwargs = sandboxed_reward_kwargs(config)
+    if reward_kwargs is None:
+        return None
+    path = _get(_reward_function(config), "path")
+    return reward_needs(config).node_check, reward_kwargs, path[len(PKG_PREFIX):].replace("/", ".")
 
 
 def sandboxed_reward_kwargs(config: Any) -> dict | None:
@@ -462,9 +489,10 @@ def _check_reward_on_this_node(config: Any) -> None:
     """A reward that runs programs in a sandbox: on this (the driver's) node, start one before Ray starts, and stop
     with the node's problem and its fix if it cannot (every other node is checked once Ray is up, before the
     TaskRunner starts: trainer_hooks; each reward worker checks its own node again when it starts)."""
-    reward_kwargs = sandboxed_reward_kwargs(config)
-    if reward_kwargs is not None:
-        reward_needs(config).node_check(**reward_kwargs)
+    checked = reward_node_check(config)
+    if checked is not None:
+        node_check, reward_kwargs, _ = checked
+        node_check(**reward_kwargs)
 
 
 def _check_score_weights(config: Any, settings: GdpoSettings) -> None:

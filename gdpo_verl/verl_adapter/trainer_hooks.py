@@ -53,9 +53,7 @@ from gdpo_verl.verl_adapter.estimator import Step, current_step, fill_unapplied,
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME, OUR_ESTIMATORS
 from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX
-from gdpo_verl.verl_adapter.settings import (
-    check_config, observes, reward_needs, sandboxed_reward_kwargs, settings_from_config,
-)
+from gdpo_verl.verl_adapter.settings import check_config, observes, reward_node_check, settings_from_config
 from gdpo_verl.verl_adapter.touch_points import (FULLY_ASYNC_TRAINER, LEGACY_TRAINER, MAIN_PPO, REWARD_LOOP,
                                                  REWARD_MANAGERS, SEPARATION_TRAINER, V1_TRAINER, actor_class,
                                                  require)
@@ -130,9 +128,7 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
         if algorithm.adv_estimator in OUR_ESTIMATORS or observes(algorithm):
             if _CHECKED_CONFIG.get() is not config:  # main_ppo's validate_config checked it just before
                 check_config(config)  # before Ray starts, whichever entry point called
-            reward_kwargs = sandboxed_reward_kwargs(config)
-            node_check = reward_needs(config).node_check if reward_kwargs is not None else None
-            task_runner_class = _NodesCheckedFirst(task_runner_class, node_check, reward_kwargs)
+            task_runner_class = _NodesCheckedFirst(task_runner_class, reward_node_check(config))
         return original(config, task_runner_class, *args, **kwargs)
 
     return run_ppo
@@ -140,30 +136,30 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
 
 class _NodesCheckedFirst:
     """verl's TaskRunner actor class, started only after every Ray node passed ``require_plugin_on_every_node``
-    and, when the run's reward runs programs in a sandbox (``node_check``, with its ``reward_kwargs``), started one
-    there (``require_reward_on_every_node``): ``run_ppo`` calls ``.remote()`` or ``.options(...).remote()`` once Ray
-    is up, before any model is loaded."""
+    and, when the run's reward runs programs in a sandbox (``reward_check``: ``settings.reward_node_check``), started
+    one there (``require_reward_on_every_node``): ``run_ppo`` calls ``.remote()`` or ``.options(...).remote()`` once
+    Ray is up, before any model is loaded."""
 
-    def __init__(self, actor_class: Any, node_check: Callable[..., Any] | None, reward_kwargs: dict | None) -> None:
+    def __init__(self, actor_class: Any, reward_check: tuple[Callable[..., Any], dict, str] | None) -> None:
         self._actor_class = actor_class
-        self._node_check, self._reward_kwargs = node_check, reward_kwargs
+        self._reward_check = reward_check
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
-        _check_nodes(self._node_check, self._reward_kwargs)
+        _check_nodes(self._reward_check)
         return self._actor_class.remote(*args, **kwargs)
 
     def options(self, *args: Any, **kwargs: Any) -> Any:
-        _check_nodes(self._node_check, self._reward_kwargs)
+        _check_nodes(self._reward_check)
         return self._actor_class.options(*args, **kwargs)
 
 
-def _check_nodes(node_check: Callable[..., Any] | None, reward_kwargs: dict | None) -> None:
+def _check_nodes(reward_check: tuple[Callable[..., Any], dict, str] | None) -> None:
     nodes = require_plugin_on_every_node()
     print(f'gdpo-verl: "gdpo" is gdpo-verl\'s estimator on all {len(nodes)} Ray node(s)', flush=True)
-    if node_check is not None:
-        require_reward_on_every_node(node_check, reward_kwargs or {})
-        print(f"gdpo-verl: the reward's sandbox ({node_check.__module__}) runs on all {len(nodes)} Ray node(s)",
-              flush=True)
+    if reward_check is not None:
+        node_check, reward_kwargs, reward = reward_check
+        require_reward_on_every_node(node_check, reward_kwargs, reward=reward)
+        print(f"gdpo-verl: the reward's sandbox ({reward}) runs on all {len(nodes)} Ray node(s)", flush=True)
 
 
 def _wrap_v1_trainer(module: ModuleType) -> None:

@@ -120,8 +120,10 @@ def test_the_check_learns_what_a_reward_needs_from_the_reward_itself():
                                            r"\['python'\]\)"):
         check_config(packaged(DECLARED, "reward.custom_reward_function.name=sandboxed",
                               "+reward.custom_reward_function.reward_kwargs.python=/usr/bin/python3"))
-    with pytest.raises(ValueError, match=r"path=pkg://tests.fixtures.no_such_reward: No module named"):
+    with pytest.raises(ValueError, match=r"path=pkg://tests.fixtures.no_such_reward: there is no module"):
         check_config(packaged("reward.custom_reward_function.path=pkg://tests.fixtures.no_such_reward"))
+    with pytest.raises(ValueError, match=r"name=no_such_function is not a function of tests.fixtures.declared_reward"):
+        check_config(packaged(DECLARED, "reward.custom_reward_function.name=no_such_function"))
 
 
 def test_a_valid_gdpo_config_passes_the_check():
