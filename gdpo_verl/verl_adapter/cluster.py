@@ -128,8 +128,8 @@ def require_reward_on_every_node(node_check: Callable[..., Any], reward_kwargs: 
     bad = [result for result in results if result.resolved != SANDBOX_OK]
     if bad:
         raise RuntimeError(
-            f"the sandbox of the reward in {reward or node_check.__module__} cannot run on {len(bad)} of {len(results)} Ray "
-            f"nodes, where its reward workers may run: {_listed(bad)}."
+            f"the sandbox of the reward in {reward or node_check.__module__} cannot run on {len(bad)} of "
+            f"{len(results)} Ray nodes, where its reward workers may run: {_listed(bad)}."
         )
     return results
 

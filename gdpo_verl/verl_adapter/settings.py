@@ -184,12 +184,14 @@ def _check_corrgrpo_options(name: str, values: Mapping[str, Any], options: GdpoO
         )
     changed = [f"{option}={values[option]}" for option in GDPO_ONLY if values[option] != DEFAULTS[option]]
     if changed:
+        reads = ", ".join(OPTIONS[option].key.removeprefix("algorithm.") for option in OPTIONS
+                          if option not in GDPO_ONLY)
         raise ValueError(
             f"algorithm.gdpo.{', '.join(changed)} belong(s) to GDPO's steps, and algorithm.adv_estimator={name} "
             "(CorrGRPO) has none of them: no batch step, the group mean as its baseline, no conflict masking and the "
             "configured weights. They would be ignored: leave them at their defaults, or train with "
             "algorithm.adv_estimator=gdpo. CorrGRPO reads gdpo_reward_keys, gdpo_reward_weights, "
-            f"{', '.join(OPTIONS[option].key.removeprefix('algorithm.') for option in OPTIONS if option not in GDPO_ONLY)}."
+            f"{reads}."
         )
 
 

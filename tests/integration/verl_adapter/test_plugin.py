@@ -110,7 +110,8 @@ def test_the_node_check_tells_a_node_that_did_not_answer_from_one_without_the_pl
 
 def test_every_node_starts_the_coding_sandbox_or_is_named_with_its_problem_and_fix(ray_cluster):
     # what main_ppo runs on every node before verl's TaskRunner starts, when the run trains on the coding reward
-    assert [node.resolved for node in cluster.require_reward_on_every_node(check_node, {"wall_s": 5})] == [cluster.SANDBOX_OK]
+    checked = cluster.require_reward_on_every_node(check_node, {"wall_s": 5})
+    assert [node.resolved for node in checked] == [cluster.SANDBOX_OK]
     with pytest.raises(RuntimeError) as raised:
         cluster.require_reward_on_every_node(check_node, {"python": "/no/python"})
     message = str(raised.value)
@@ -124,7 +125,8 @@ def test_a_check_right_after_a_timed_out_one_is_not_failed_by_the_worker_ray_kil
     for _ in range(10):
         with pytest.raises(RuntimeError, match="did not answer"):
             cluster.require_plugin_on_every_node(timeout_s=0)  # ray.wait returns at once: 0.001 s was once beaten
-        assert [node.resolved for node in cluster.require_reward_on_every_node(check_node, {"wall_s": 5})] == [cluster.SANDBOX_OK]
+        checked = cluster.require_reward_on_every_node(check_node, {"wall_s": 5})
+    assert [node.resolved for node in checked] == [cluster.SANDBOX_OK]
 
 
 def test_a_probe_that_kills_its_worker_every_time_is_reported_with_rays_error(ray_cluster):
