@@ -374,7 +374,9 @@ def step_parts(record: StepRecord, overrides: dict[str, Any] | None = None) -> G
     read at the record's step)."""
     overrides = dict(overrides or {})
     options = {**record.options, **overrides}
-    for name in unread(overrides, options):
+    ignored = unread(overrides, options)
+    if ignored:
+        name = ignored[0]
         needs, needed = OPTIONS[name].only_with
         raise ValueError(f"{name}={overrides[name]} is read by {needs}={needed} only, and step {record.step} is "
                          f"computed with {needs}={options[needs]}: it would be ignored. "

@@ -431,7 +431,7 @@ def reward_needs(config: Any) -> RewardNeeds:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
+        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):  # it, or a package above it
             raise ValueError(f"{where}: there is no module {module_name} here. Name an installed module "
                              "(pkg://gdpo_verl.rewards.math_length, ...) or a file.") from exc
         raise ValueError(f"{where}: importing it failed ({exc}). gdpo-verl reads what the reward declares it needs "
@@ -450,23 +450,26 @@ def reward_needs(config: Any) -> RewardNeeds:
     return needs or RewardNeeds()
 
 
-def reward_node_check(config: Any) -> tuple[Any, dict, str] | None:
-    """For a reward that runs programs in a sandbox (its declared ``node_check``): the check, the reward_kwargs it
-    is run with (``sandboxed_reward_kwargs``) and the reward's name for messages; else None."""
-    reward_kwargs = sandboxed_reward_kwargs(config)
-    if reward_kwargs is None:
-        return None
-    path = _get(_reward_function(config), "path")
-    return reward_needs(config).node_check, reward_kwargs, path[len(PKG_PREFIX):].replace("/", ".")
-
-
 def sandboxed_reward_kwargs(config: Any) -> dict | None:
     """The reward_kwargs of a reward that runs programs in gdpo-verl's sandbox (its ``node_check``), else None.
     They carry verl's ``reward.sandbox_fusion`` settings as ``sandbox_fusion`` (verl itself passes those only to
     its own scorers): what the sandbox checks and the "gdpo_verl" reward manager give the reward. A url set while
     the reward runs programs elsewhere is refused (``CodingReward.sandbox``), not ignored."""
-    if reward_needs(config).node_check is None:
+    return _with_sandbox_fusion(config) if reward_needs(config).node_check is not None else None
+
+
+def reward_node_check(config: Any) -> tuple[Any, dict, str] | None:
+    """For a reward that runs programs in a sandbox (its declared ``node_check``): the check, the reward_kwargs it
+    is run with (``sandboxed_reward_kwargs``) and the reward's name for messages; else None."""
+    node_check = reward_needs(config).node_check
+    if node_check is None:
         return None
+    path = _get(_reward_function(config), "path")
+    return node_check, _with_sandbox_fusion(config), path[len(PKG_PREFIX):].replace("/", ".")
+
+
+def _with_sandbox_fusion(config: Any) -> dict:
+    """The reward's reward_kwargs, with verl's ``reward.sandbox_fusion`` settings as ``sandbox_fusion``."""
     reward = _get(config, "reward")
     reward_kwargs = dict(_get(_reward_function(config), "reward_kwargs") or {})
     if "sandbox_fusion" in reward_kwargs:
@@ -491,9 +494,9 @@ def _check_reward_on_this_node(config: Any) -> None:
     """A reward that runs programs in a sandbox: on this (the driver's) node, start one before Ray starts, and stop
     with the node's problem and its fix if it cannot (every other node is checked once Ray is up, before the
     TaskRunner starts: trainer_hooks; each reward worker checks its own node again when it starts)."""
-    checked = reward_node_check(config)
-    if checked is not None:
-        node_check, reward_kwargs, _ = checked
+    reward_check = reward_node_check(config)
+    if reward_check is not None:
+        node_check, reward_kwargs, _ = reward_check
         node_check(**reward_kwargs)
 
 
