@@ -21,7 +21,7 @@ PYTHON=${PYTHON:-python3}
 
 if [ "$(uname -s)/$(uname -m)" != "Linux/x86_64" ]; then
     echo "setup_cpu_training_env.sh: the CPU build of vLLM on PyPI has wheels for Linux x86_64 only;" \
-         "this machine is $(uname -s)/$(uname -m). Run GDPO on a GPU cluster instead (README)." >&2
+         "this machine is $(uname -s)/$(uname -m). Run GDPO on a GPU cluster instead (docs/install.md)." >&2
     exit 2
 fi
 source scripts/stamped_env.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create (or update) the virtual environment .venv with verl 0.9.1 on CPU torch, and install gdpo-verl
-# into it with its test tools. For the demo and the tests; GPU nodes: see README "Install on a GPU cluster".
+# into it with its test tools. For the demo and the tests; GPU nodes: see docs/install.md.
 #
 #   VENV=path     where the environment lives (default .venv in the repository)
 #   PYTHON=exe    interpreter that creates it (default python3; 3.10 or newer)

@@ -1,9 +1,9 @@
 """Real GDPO training on the CPU, through verl's own main_ppo: the main job (two steps, beside a busy process per
-core); a run whose vLLM engine core is killed, which must stop by itself, with everything it started; and a run
-killed inside a step and resumed from its checkpoint, on verl's V1 and legacy trainers, with no step lost or
-doubled (the legacy trainer's runs without TransferQueue; the V1 trainer's through its three modes, each resumed
-from the checkpoint the one before left; the resumed runs on a mixed-task batch, with GD2PO's snr masking and a
-weight schedule). test_trainers.py resumes verl's experimental trainers the same way.
+core); and a run killed inside a step and resumed from its checkpoint, on verl's V1 and legacy trainers, with no
+step lost or doubled (the V1 trainer's through its three modes, each resumed from the checkpoint the one before
+left, its driver killed; the legacy trainer's without TransferQueue, its vLLM engine core killed, which must stop
+the run by itself, with everything it started; the resumed runs on a mixed-task batch, with GD2PO's snr masking
+and a weight schedule). test_trainers.py resumes verl's experimental trainers the same way.
 
 Nothing of verl is mocked: its V1 trainer, Ray, TransferQueue, the FSDP2 actor, the vLLM rollout server (vLLM's
 CPU build), the bucketed weight sync and the checkpoint all run for real, with this plugin's estimator,
@@ -14,7 +14,7 @@ scripts/setup_cpu_training_env.sh; docs/cpu-training.md lists every such piece.
 Each start of a run costs about 75 s on 2 cores (every process of the run imports torch, verl and vLLM); a step,
 seconds. So runs are shared where the checks need the same steps: the V1 resume goes on from a copy of the main
 job's run (which checkpoints after each step) through the V1 trainer's asynchronous modes, and the legacy
-trainer's first run is the one killed in step 3. Seven starts in all. They need .venv-cpu-training
+trainer's first run is the one whose engine core dies in step 3. Five starts in all. They need .venv-cpu-training
 (scripts/test.sh creates it); ``pytest -m "not cpu_training"`` leaves them out.
 """
 from __future__ import annotations
@@ -186,38 +186,6 @@ def running(processes: list[psutil.Process]) -> list[psutil.Process]:
     return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-def test_a_run_whose_vllm_engine_core_dies_stops_with_everything_it_started(tmp_path):
-    process = start_run(tmp_path, steps=4)
-    run_processes: list[psutil.Process] = []
-    try:
-        wait_for(process, lambda: 1 in check_run.step_metrics(tmp_path), "step 1 in verl's metrics")
-        run_processes = psutil.Process(process.pid).children(recursive=True)
-        engine = next(p for p in run_processes if title(p).startswith("VLLM::EngineCore"))
-        engine.kill()
-        killed_at = time.monotonic()
-        _, stderr = process.communicate(timeout=180)
-        seconds = time.monotonic() - killed_at
-        left = running(run_processes)
-    finally:
-        stop_run(process)
-        for leftover in running(run_processes):
-            leftover.kill()
-    assert process.returncode != 0
-    # A step of this run takes about 3 s, so step 2 may still finish after the kill (its rollouts were already
-    # generated); the message names the step after the last one logged when the death was seen (tests/e2e/
-    # test_supervise.py pins that exactly), so here: a step after step 1, and none beyond what verl logged.
-    # When verl brings the run down within a look of the kill, its other parts are found dead with the engine core,
-    # and all are named (test_supervise.py: test_parts_found_dead_in_the_same_look_are_all_named).
-    found = re.search(rf"VLLM::EngineCore \(pid {engine.pid}, the vLLM engine core\)[^\n]*? died[^\n]*? during step "
-                      r"(\d+) of 4", stderr)
-    assert found, stderr[-3000:]
-    died_in = int(found.group(1))
-    assert 2 <= died_in <= max(check_run.step_metrics(tmp_path)) + 1
-    assert f"Log: {tmp_path / 'run.log'}" in stderr
-    assert seconds < 180
-    assert left == [], f"processes of the run still running: {left}"
-
-
 # ----------------------------------------------------------------------------- resume after a crash
 
 
@@ -252,22 +220,44 @@ PAUSE_S = 120
 
 
 def run_killed_in_step(out: Path, steps: int, step: int, *overrides: str, resume: bool = False,
-                       env: dict[str, str] | None = None) -> str:
+                       env: dict[str, str] | None = None, kill: str = "driver") -> str:
     """Start a run of ``steps`` steps (``start_run``'s arguments) whose trainer pauses after the record of ``step``,
-    wait for that record (the advantage step of ``step`` has run; its checkpoint is not yet written), SIGKILL verl's
-    driver there (no clean shutdown) and return the run's stderr."""
+    wait for that record (the advantage step of ``step`` has run; its checkpoint is not yet written), SIGKILL a part
+    of the run there and return the run's stderr. ``kill``: ``driver``, verl's driver (no clean shutdown), or
+    ``engine``, vLLM's engine core, which the run's supervisor must see die and stop the run for, naming it, with
+    every process the run started."""
     paused = {**(env or {}), "PYTHONPATH": str(OTHER_VERL), "PAUSE_AFTER_RECORD": f"{step}:{PAUSE_S}"}
     process = start_run(out, steps, *overrides, resume=resume, env=paused)
+    run_processes: list[psutil.Process] = []
     try:
         wait_for(process, lambda: step in check_run.step_records(out), f"the run's record of step {step}")
-        driver = next(p for p in psutil.Process(process.pid).children(recursive=True) if is_driver(p))
-        driver.kill()
+        run_processes = psutil.Process(process.pid).children(recursive=True)
+        if kill == "driver":
+            victim = next(p for p in run_processes if is_driver(p))
+        else:
+            victim = next(p for p in run_processes if title(p).startswith("VLLM::EngineCore"))
+        victim.kill()
+        killed_at = time.monotonic()
         _, stderr = process.communicate(timeout=180)
+        seconds = time.monotonic() - killed_at
+        left = running(run_processes)
     finally:
         stop_run(process)
+        for leftover in running(run_processes):
+            leftover.kill()
     assert process.returncode != 0
-    # the supervisor names the killed driver's exit (and a Ray part that went down with it, if it saw that first)
-    assert "exited with code -9" in stderr
+    if kill == "driver":
+        # the supervisor names the killed driver's exit (and a Ray part that went down with it, if it saw that first)
+        assert "exited with code -9" in stderr
+    else:
+        # the engine core named, in the step it died in (its record written, its metrics not yet logged); when verl
+        # brings the run down within a look of the kill, its other parts are found dead with it and all are named
+        # (tests/e2e/test_supervise.py: test_parts_found_dead_in_the_same_look_are_all_named)
+        assert re.search(rf"VLLM::EngineCore \(pid {victim.pid}, the vLLM engine core\)[^\n]*? died[^\n]*? during step "
+                         rf"{step} of {steps}", stderr), stderr[-3000:]
+        assert f"Log: {out / 'run.log'}" in stderr
+        assert seconds < 180
+        assert left == [], f"processes of the run still running: {left}"
     recorded = [line["step"] for line in check_run.read_jsonl(out / "gdpo" / "gdpo_steps.jsonl")]
     assert recorded == list(range(1, step + 1))
     assert latest_checkpoint(out) == step - 1, (
@@ -338,9 +328,9 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
         # legacy trainer must stand on its own (tests/fixtures/other_verl/sitecustomize.py hides it from every
         # process)
         env = {"PYTHONPATH": str(OTHER_VERL), "NO_TRANSFER_QUEUE": str(tmp_path / "no_transfer_queue.txt")}
-        # 1-2. a fresh run of four steps, its driver killed in step 3; 3. started again with the same settings:
-        # from the step-2 checkpoint, steps 3 and 4
-        run_killed_in_step(tmp_path, 4, 3, *every_step, env=env)
+        # 1-2. a fresh run of four steps whose vLLM engine core dies in step 3: it stops by itself, with everything
+        # it started; 3. started again with the same settings: from the step-2 checkpoint, steps 3 and 4
+        run_killed_in_step(tmp_path, 4, 3, *every_step, env=env, kill="engine")
         stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True, env=env), "the run resumed after the kill")
         check_resumed(tmp_path, 4, (3,), stdout)
         assert "transfer_queue" in (tmp_path / "no_transfer_queue.txt").read_text().split()  # looked for, not found
@@ -348,9 +338,8 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
         return
 
     # On the V1 trainer, a run that goes through its three modes (a checkpoint is the V1 trainer's whatever the mode):
-    # each resumes from the checkpoint the one before left, trains a step, and is killed inside the next. The
-    # asynchronous modes' checkpoints also hold TransferQueue's state, with the rollouts generated ahead, which the
-    # next run may train on first (separate_async resumed from a colocate_async checkpoint did, one version old).
+    # each resumes from the checkpoint the one before left. The asynchronous modes' checkpoints also hold
+    # TransferQueue's state, with the rollouts generated ahead, which the next run may train on first.
     # separate_async without a warm-up batch: from the sync run's checkpoint (no rollouts in it), its step trains on
     # rollouts its own server generated after the trainer sent it the checkpoint's weights over TCP
     every_step.append("trainer.v1.separate_async.num_warmup_batches=0")
@@ -358,17 +347,16 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
     shutil.copytree(request.getfixturevalue("run")[0], tmp_path, dirs_exist_ok=True)
     assert latest_checkpoint(tmp_path) == 2
     # 2. under separate_async, from the step-2 checkpoint: step 3 (it did not start again at step 1), killed in step 4
-    run_killed_in_step(tmp_path, 6, 4, *every_step, resume=True, env={"TRAINER": "separate_async"})
+    run_killed_in_step(tmp_path, 5, 4, *every_step, resume=True, env={"TRAINER": "separate_async"})
     metrics = check_run.step_metrics(tmp_path)
     assert metrics[3][STALENESS] == 0 and metrics[3][PROBS_DIFF] < MAX_PROBS_DIFF  # the sync reached vLLM
     assert metrics[3][SENT] == TENSORS
-    # 3. under colocate_async, from the step-3 checkpoint: step 4, killed in step 5
-    run_killed_in_step(tmp_path, 6, 5, *every_step, resume=True, env={"TRAINER": "colocate_async"})
-    # 4. under sync, from the step-4 checkpoint: steps 5 and 6
-    stdout = finish_run(start_run(tmp_path, 6, *every_step, resume=True), "the run resumed after the kill")
-    check_resumed(tmp_path, 6, (4, 5), stdout)
+    # 3. under colocate_async, from the step-3 checkpoint (with what separate_async's TransferQueue held): steps 4, 5
+    stdout = finish_run(start_run(tmp_path, 5, *every_step, resume=True, env={"TRAINER": "colocate_async"}),
+                        "the run resumed after the kill")
+    check_resumed(tmp_path, 5, (4,), stdout)
     # steps 1 and 2 are the main job's (the math reward alone, weights 1); on from step 3, the mixed-task batch
-    check_mixed_task_steps(tmp_path, [3, 4, 5, 6])
+    check_mixed_task_steps(tmp_path, [3, 4, 5])
 
 
 def test_the_run_finishes_beside_as_many_busy_processes_as_the_machine_has_cores(run):

@@ -1,4 +1,4 @@
-"""`gdpo-verl demo`: the README's main job, through verl's real compute_advantage."""
+"""`gdpo-verl demo`: GRPO and GDPO side by side (docs/collapse.md), through verl's real compute_advantage."""
 
 import json
 import subprocess

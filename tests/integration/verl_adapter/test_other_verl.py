@@ -51,7 +51,7 @@ DEMO = ("import importlib.metadata as metadata, sys\n"
         "fn = core_algos.get_adv_estimator_fn('gdpo')\n"
         "print('resolved:', fn.__module__ + '.' + fn.__qualname__)\n"
         "sys.exit(main(['demo', '--json']))\n")
-# The shipped rollouts' summary under the plugin's GDPO (README, "The demo").
+# The shipped rollouts' summary under the plugin's GDPO (docs/collapse.md, "GRPO and GDPO side by side").
 DEMO_GDPO = {"gdpo_distinct_advantages": 17, "gdpo_merged_pairs": 1}
 
 

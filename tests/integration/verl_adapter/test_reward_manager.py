@@ -259,9 +259,10 @@ def test_verls_own_reward_manager_marks_a_left_out_component_as_not_applying_in_
 
 
 def test_the_readmes_example_reward_pasted_as_is_needs_the_gdpo_verl_manager_and_scores_through_it():
-    # README, "Usage": the reward a new user copies into my_reward.py, and the manager each route sets
+    # README, "Your rewards, your verl config": the reward a new user copies into my_reward.py, and the manager each
+    # route sets
     readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    usage = readme[readme.index("## Usage"):]
+    usage = readme[readme.index("### Your rewards, your verl config"):]
     source = usage[usage.index("```python\n") + len("```python\n"):usage.index("```", usage.index("```python\n") + 3)]
     pasted = {}
     exec(compile(source, "my_reward.py", "exec"), pasted)

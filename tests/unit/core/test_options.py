@@ -15,6 +15,23 @@ from gdpo_verl.core.options import COMPUTED, DEFAULTS, OPTIONS, RECORDED, checke
 from gdpo_verl.core.records import RecordWriter, load_steps
 
 CONFIG = Path(gdpo_verl.__file__).parent / "config" / "gdpo" / "settings.yaml"
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def test_the_readmes_options_table_lists_every_option_with_its_declared_default():
+    # a row "| `key` | `default` | meaning |" per option, under its config key (the block's as gdpo.<name>)
+    rows = {}
+    for line in README.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) >= 3:
+            rows[cells[0].strip("`")] = cells[1].split()[0].strip("`")
+    spelled = {"null": None, "[]": (), "true": True, "false": False}
+    for name, option in OPTIONS.items():
+        key = f"gdpo.{name}" if option.in_block else option.config_key.removeprefix("algorithm.")
+        assert key in rows, f"the README's options table has no row for {key}"
+        text = rows[key]
+        value = spelled[text] if text in spelled else type(option.default)(text)
+        assert value == option.default, (key, text, option.default)
 
 
 def test_the_packaged_configs_gdpo_block_is_the_rendering_of_the_declarations(monkeypatch):
