@@ -35,7 +35,7 @@ from typing import Any
 
 from gdpo_verl.rewards.tool_calling import VALUE_RULES, compute_score
 from gdpo_verl.rewards.tool_values import schema_type
-from gdpo_verl.tools import bfcl
+from gdpo_verl.experiments import bfcl
 
 CLASSES = ("accepted", "float_for_integer", "number_for_bool", "other_listed", "omitted_optional", "other_case",
            "float_entries", "integer_entries", "object_entry")

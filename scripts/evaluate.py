@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gdpo_verl.tools.evaluation import (
+from gdpo_verl.experiments.evaluation import (
     BENCHMARKS,
     PAPER,
     add_generation_options,

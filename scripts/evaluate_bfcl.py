@@ -1,5 +1,5 @@
 """BFCL-v3, as the paper reports tool calling: accuracy per category and BFCL's summaries, and the format rate,
-scored by BFCL's own checker and data (gdpo_verl/tools/bfcl.py says what each step does).
+scored by BFCL's own checker and data (gdpo_verl/experiments/bfcl.py says what each step does).
 
     # 1. BFCL's environment (bfcl-eval pinned to BFCL v3's last release; its pins clash with verl's)
     bash scripts/setup_bfcl_env.sh
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from gdpo_verl.core.jsonl import read_jsonl
-from gdpo_verl.tools import bfcl
+from gdpo_verl.experiments import bfcl
 
 
 def prompts(args: argparse.Namespace) -> int:
@@ -38,7 +38,7 @@ def prompts(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
-    from gdpo_verl.verl_adapter.generation import generate as vllm_generate
+    from gdpo_verl.experiments.generation import generate as vllm_generate
 
     records = []
     for number, record in read_jsonl(args.prompts):

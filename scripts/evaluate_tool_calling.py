@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gdpo_verl.tools.evaluation import (
+from gdpo_verl.experiments.evaluation import (
     add_generation_options,
     column_labels,
     generate_to_file,

@@ -146,7 +146,7 @@ def run_overrides(out: Path, data: Path, estimator: str, seed: int, task_name: s
 
 def run_study(args: argparse.Namespace) -> int:
     from gdpo_verl.rewards import learning_study
-    from gdpo_verl.tools import tiny_model
+    from gdpo_verl.cpu_run import tiny_model
 
     out = args.out
     seeds, estimators = check_request(out, args.steps, args.seeds, args.estimators, args.task)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gdpo_verl.rewards.coding import parse_tests
-from gdpo_verl.tools.data_files import BadRow, convert_splits, read_rows, write_splits
+from gdpo_verl.experiments.data_files import BadRow, convert_splits, read_rows, write_splits
 
 SPLITS = ("train", "validation")
 CODING = "coding"

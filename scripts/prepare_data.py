@@ -30,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from gdpo_verl.tools.data_files import read_rows
+from gdpo_verl.experiments.data_files import read_rows
 from gdpo_verl.rewards.answer_guard import plain_number
 
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."

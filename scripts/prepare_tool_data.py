@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from gdpo_verl.tools.data_files import BadRow, convert_splits, read_rows, write_splits
+from gdpo_verl.experiments.data_files import BadRow, convert_splits, read_rows, write_splits
 from gdpo_verl.rewards.tool_calling import parse_ground_truth
 from gdpo_verl.rewards.tool_values import schema_type
 

@@ -3,7 +3,7 @@
 # CPU rollout server, weight sync) with this plugin's estimator, reward manager and math length-constrained
 # rewards (two components: correct, length), on a tiny model and tokenizer built here and an 8-question
 # fixture dataset, through scripts/cpu_main_ppo.sh (the CPU settings, and a supervisor that stops the whole run,
-# Ray and vLLM included, with a message when a part of it dies or a step stalls). Then gdpo_verl/tools/check_run.py
+# Ray and vLLM included, with a message when a part of it dies or a step stalls). Then gdpo_verl/cpu_run/check_run.py
 # reads what the run wrote and says whether it trained.
 #
 # Needs the environment of scripts/setup_cpu_training_env.sh; scripts/train_cpu.sh does both.
@@ -51,7 +51,7 @@ if [ "${RESUME:-0}" = 1 ]; then
     fi
 else
     rm -rf "$OUT/model" "$OUT/data" "$OUT/checkpoints" "$OUT/gdpo" "$OUT"/metrics*.jsonl "$OUT/run.log"
-    "$PYTHON" -m gdpo_verl.tools.tiny_model "$OUT/model"
+    "$PYTHON" -m gdpo_verl.cpu_run.tiny_model "$OUT/model"
     "$PYTHON" "$ROOT/scripts/prepare_data.py" --out "$OUT/data" --local "deepscaler=$ROOT/gdpo_verl/data/cpu_training_math.jsonl"
 fi
 
@@ -78,5 +78,5 @@ TASK=(
     trainer.project_name=gdpo_cpu trainer.experiment_name=tiny
 )
 OUT="$OUT" STEPS="$STEPS" START_STEP="${START_STEP:-0}" bash "$ROOT/scripts/cpu_main_ppo.sh" "${TASK[@]}" "${RESUME_ARGS[@]}" "$@"
-"$PYTHON" -m gdpo_verl.tools.check_run "$OUT" --steps "$STEPS" --trainer "${TRAINER:-sync}" \
+"$PYTHON" -m gdpo_verl.cpu_run.check_run "$OUT" --steps "$STEPS" --trainer "${TRAINER:-sync}" \
     --resumed-from "${START_STEP:-0}"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # BFCL's environment (.venv-bfcl, or $BFCL_VENV): the Berkeley Function Calling Leaderboard's package, bfcl-eval, at
-# the last release whose data and scoring are BFCL v3's (gdpo_verl/tools/bfcl.py, BFCL_RELEASE), with gdpo-verl
+# the last release whose data and scoring are BFCL v3's (gdpo_verl/experiments/bfcl.py, BFCL_RELEASE), with gdpo-verl
 # installed without its dependencies (the evaluation's prompt and scoring steps need neither verl nor torch).
 # bfcl-eval pins numpy 1.26.4, which verl's stack cannot take: hence an environment of its own.
 #
@@ -10,20 +10,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${BFCL_VENV:-.venv-bfcl}
-RELEASE=$(sed -n 's/^BFCL_RELEASE = "\(.*\)"$/\1/p' gdpo_verl/tools/bfcl.py)
+RELEASE=$(sed -n 's/^BFCL_RELEASE = "\(.*\)"$/\1/p' gdpo_verl/experiments/bfcl.py)
 if [ -z "$RELEASE" ]; then
-    echo "setup_bfcl_env.sh: no BFCL_RELEASE in gdpo_verl/tools/bfcl.py" >&2
+    echo "setup_bfcl_env.sh: no BFCL_RELEASE in gdpo_verl/experiments/bfcl.py" >&2
     exit 2
 fi
 
 source scripts/stamped_env.sh
-if env_is_set_up "$VENV" scripts/setup_bfcl_env.sh gdpo_verl/tools/bfcl.py; then
+if env_is_set_up "$VENV" scripts/setup_bfcl_env.sh gdpo_verl/experiments/bfcl.py; then
     echo "environment ready: $VENV (already set up by this script)"
     exit 0
 fi
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet "bfcl-eval==$RELEASE" "soundfile" "pytest>=8"
 "$VENV/bin/python" -m pip install --quiet --no-deps -e .
-"$VENV/bin/python" -c "import gdpo_verl.tools.bfcl as b; b.bfcl(); print('bfcl-eval', b.BFCL_RELEASE, 'imports')"
-mark_set_up "$VENV" scripts/setup_bfcl_env.sh gdpo_verl/tools/bfcl.py
+"$VENV/bin/python" -c "import gdpo_verl.experiments.bfcl as b; b.bfcl(); print('bfcl-eval', b.BFCL_RELEASE, 'imports')"
+mark_set_up "$VENV" scripts/setup_bfcl_env.sh gdpo_verl/experiments/bfcl.py
 echo "environment ready: $VENV"

@@ -1,5 +1,5 @@
 """Reading JSON Lines files (records, rollouts, generations, data), with errors that name the line
-(``gdpo_verl.tools.data_files`` reads the data scripts' JSON and parquet files on top of it).
+(``gdpo_verl.experiments.data_files`` reads the data scripts' JSON and parquet files on top of it).
 
 Files are opened without blocking and refused unless they are regular files: a FIFO, a socket or a device where
 a file is expected would otherwise wait without end for a writer (or a reader).

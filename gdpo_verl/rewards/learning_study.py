@@ -15,7 +15,7 @@ The second task (``conditioned``, ``compute_conditioned_score``) keeps the promp
 what is rewarded, in the paper's spirit (section 4.2.1): ``correct`` as above, ``length`` that pays only for a
 correct answer within ``max_length`` tokens (the conditioned length reward; the score GRPO trains on holds the
 same conditioned component), and ``format`` as above. Its model starts from a short supervised warm start
-(``warm_start_examples``, trained by ``gdpo_verl.tools.tiny_model.warm_start``) in which 70% of the answers are
+(``warm_start_examples``, trained by ``gdpo_verl.cpu_run.tiny_model.warm_start``) in which 70% of the answers are
 the prompt's number, so ``correct`` starts between one half and two thirds and can be learned, as an SFT model
 starts RL in the paper.
 

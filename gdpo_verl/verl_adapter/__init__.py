@@ -1,14 +1,16 @@
-"""Everything that speaks verl (and Ray, TransferQueue, hydra, omegaconf, vLLM); a verl upgrade is a change here.
+"""What runs inside verl's training run: the plugin verl loads, and everything it hooks into verl (and Ray,
+TransferQueue, hydra, omegaconf); a verl upgrade is a change here.
 
 ``plugin``: the entry point verl loads. ``touch_points``: what gdpo-verl uses of verl, checked in place of a
 version pin. ``settings``: the config keys and their checks. ``estimator``: the estimator verl calls, and the
 ``Step`` a trainer hook runs it in. ``trainer_hooks``: the wrapped verl functions (V1 and legacy trainers, start-up
 checks). ``transfer_queue``: reading the V1 stage's inputs. ``import_hooks``: wrapping on first import.
-``reward_manager``: the "gdpo_verl" reward manager. ``batches``: verl's advantage stage on a rollout batch (the
-demo). ``environment``: the doctor's checks of verl, Ray and vLLM. ``cpu_platform``: the CPU platform verl loads in
-every process of a CPU run (``VERL_USE_EXTERNAL_MODULES``); ``supervise``: the supervisor of such a run.
+``reward_manager``: the "gdpo_verl" reward manager. ``components``: where a response's reward components are
+found, and the fill-in of those that do not apply. ``cluster``: the checks run on every Ray node before training.
 
-The exports load on first use: verl imports ``cpu_platform`` while verl itself is being imported, before the
+The CPU run's pieces are in ``gdpo_verl.cpu_run``, the command line's in ``gdpo_verl.tools`` and the experiment
+scripts' library in ``gdpo_verl.experiments``. The exports load on first use: verl imports
+``gdpo_verl.cpu_run.cpu_platform`` (which uses ``import_hooks``) while verl itself is being imported, before the
 estimator's imports of verl could work.
 """
 

@@ -41,7 +41,7 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
 from gdpo_verl.core.checks import is_reward_value
-from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX, fill_unapplied, find_reward
+from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, find_reward
 from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY, reward_timeout, sandboxed_reward_kwargs
 
 
@@ -56,23 +56,14 @@ def reward_signature(components: Sequence[float | None]) -> float:
 
 def signature_components(info: Mapping[str, Any], keys: Sequence[str]) -> list[float | None]:
     """The outcome value of each key in ``info`` (a token-level list is summed; None where the component does not
-    apply); raises naming what is wrong."""
+    apply: None, or left out, as ``components.fill_unapplied`` then records it); raises naming what is wrong."""
     values = []
     for key in keys:
         found, token_level = find_reward(key, info)
-        if found is not None and info[found] is None:
+        if found is None or info[found] is None:
             values.append(None)
             continue
-        if token_level:
-            value = float(np.sum(np.asarray(info[found], dtype=np.float64)))
-        elif found is not None:
-            value = info[found]
-        else:
-            raise ValueError(
-                f"compute_score returned no {key!r} (it returned {sorted(info)}), but algorithm.gdpo_reward_keys "
-                f"lists it. Return it from compute_score (None where it does not apply), or fix "
-                "algorithm.gdpo_reward_keys."
-            )
+        value = float(np.sum(np.asarray(info[found], dtype=np.float64))) if token_level else info[found]
         if not is_reward_value(value):
             raise ValueError(f"compute_score returned {key}={value!r}; GDPO needs a finite number (or None where the "
                              "component does not apply).")
@@ -93,7 +84,6 @@ class GdpoRewardManager(NaiveRewardManager):
         self.signature_keys = tuple(keys) if keys else ()
         self.max_response_length = config.get("data", {}).get("max_response_length", None)
         self.timeout_s = reward_timeout(config.algorithm.get("gdpo", None))
-        self.forms: dict[str, set[str]] = {}  # how each component came, for fill_unapplied
 
     async def run_single(self, data: DataProto) -> dict:
         data = data[-1:]  # like verl's managers: the last output of a multi-output sample is scored
@@ -113,8 +103,7 @@ class GdpoRewardManager(NaiveRewardManager):
                 "A reward function must bound its own work (gdpo-verl's math and tool rewards do); fix it, or raise "
                 "the limit if it is that slow by design."
             ) from exc
-        info = result["reward_extra_info"]
-        fill_unapplied(info, self.signature_keys, self.forms)
+        info = result["reward_extra_info"]  # the components that do not apply are filled in by RewardLoopWorker
         for key in [key for key in info if key.startswith(TOKEN_LEVEL_PREFIX) and info[key] is not None]:
             info[key] = pad_token_scores(key, info[key], response_length, self.max_response_length)
         if self.signature_keys:

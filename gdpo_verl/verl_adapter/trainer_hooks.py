@@ -49,10 +49,10 @@ from typing import Any
 
 from gdpo_verl.core.records import RecordWriter
 from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node, require_reward_on_every_node
-from gdpo_verl.verl_adapter.estimator import Step, current_step, fill_unapplied, observe, running
+from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, fill_unapplied
+from gdpo_verl.verl_adapter.estimator import Step, current_step, observe, running
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME, OUR_ESTIMATORS
-from gdpo_verl.verl_adapter.estimator import TOKEN_LEVEL_PREFIX
 from gdpo_verl.verl_adapter.settings import check_config, observes, reward_node_check, settings_from_config
 from gdpo_verl.verl_adapter.touch_points import (FULLY_ASYNC_TRAINER, LEGACY_TRAINER, MAIN_PPO, REWARD_LOOP,
                                                  REWARD_MANAGERS, SEPARATION_TRAINER, V1_TRAINER, actor_class,

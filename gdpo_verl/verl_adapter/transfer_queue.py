@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from gdpo_verl.verl_adapter.estimator import StepInputs, per_token_gap, reward_fields
+from gdpo_verl.verl_adapter.components import per_token_gap, reward_fields
+from gdpo_verl.verl_adapter.estimator import StepInputs
 
 
 def fetch_step_inputs(keys: Sequence[str], partition_id: str, reward_keys: Sequence[str]) -> StepInputs:

@@ -1,4 +1,4 @@
-"""BFCL-v3 scored by BFCL's own checker and data (gdpo_verl/tools/bfcl.py, scripts/evaluate_bfcl.py), and the
+"""BFCL-v3 scored by BFCL's own checker and data (gdpo_verl/experiments/bfcl.py, scripts/evaluate_bfcl.py), and the
 tool-calling reward against that checker (scripts/bench_tool_reward_vs_bfcl.py). Run in BFCL's environment,
 .venv-bfcl (scripts/setup_bfcl_env.sh; scripts/test.sh runs this folder there): bfcl-eval itself, nothing mocked.
 
@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("bfcl_eval", reason="BFCL's tests run in .venv-bfcl (bash scripts/setup_bfcl_env.sh)")
 
-from gdpo_verl.tools import bfcl  # noqa: E402
+from gdpo_verl.experiments import bfcl  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "evaluate_bfcl.py"

@@ -35,7 +35,7 @@ def test_bfcl_prompts_generated_by_the_tiny_model_on_vllm_are_scored_by_bfcls_ch
     assert len(prompts) == 16 + 18
 
     model = tmp_path / "model"
-    build = subprocess.run([str(PYTHON), "-c", "import sys, pathlib; from gdpo_verl.tools import tiny_model; "
+    build = subprocess.run([str(PYTHON), "-c", "import sys, pathlib; from gdpo_verl.cpu_run import tiny_model; "
                                                "tiny_model.build(pathlib.Path(sys.argv[1]))", str(model)],
                            capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-3000:]

@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from gdpo_verl.tools import check_run
+from gdpo_verl.cpu_run import check_run
 
 ADVANTAGES = [1.5, -0.5, -1.0, 0.0]
 

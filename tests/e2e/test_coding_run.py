@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gdpo_verl.tools.check_run import MAX_PROBS_DIFF, PROBS_DIFF, STALENESS
+from gdpo_verl.cpu_run.check_run import MAX_PROBS_DIFF, PROBS_DIFF, STALENESS
 from tests.e2e.test_cpu_training import PYTHON, ROOT
 
 pytestmark = pytest.mark.cpu_training
@@ -42,7 +42,7 @@ def test_two_gdpo_steps_score_programs_in_the_sandbox_inside_verls_reward_worker
     prepared = subprocess.run([str(PYTHON), str(ROOT / "scripts" / "prepare_coding_data.py"), "--out",
                                str(tmp_path / "data"), "--eurus", str(source)], capture_output=True, text=True, timeout=300)
     assert prepared.returncode == 0, prepared.stderr
-    built = subprocess.run([str(PYTHON), "-c", "import sys; from pathlib import Path; from gdpo_verl.tools.tiny_model "
+    built = subprocess.run([str(PYTHON), "-c", "import sys; from pathlib import Path; from gdpo_verl.cpu_run.tiny_model "
                             f"import build; build(Path(sys.argv[1]), words={WORDS!r})", str(tmp_path / "model")],
                            capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert built.returncode == 0, built.stderr

@@ -7,7 +7,7 @@ and a weight schedule). test_trainers.py resumes verl's experimental trainers th
 
 Nothing of verl is mocked: its V1 trainer, Ray, TransferQueue, the FSDP2 actor, the vLLM rollout server (vLLM's
 CPU build), the bucketed weight sync and the checkpoint all run for real, with this plugin's estimator,
-reward manager and math rewards. What lets verl run on a CPU at all is gdpo_verl/verl_adapter/cpu_platform.py (a verl platform
+reward manager and math rewards. What lets verl run on a CPU at all is gdpo_verl/cpu_run/cpu_platform.py (a verl platform
 for the CPU, added through verl's platform registry) and the environment of
 scripts/setup_cpu_training_env.sh; docs/cpu-training.md lists every such piece.
 
@@ -32,15 +32,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gdpo_verl.tools import check_run
-from gdpo_verl.tools.check_run import MAX_PROBS_DIFF, PROBS_DIFF, SENT, STALENESS
-from gdpo_verl.verl_adapter import supervise
+from gdpo_verl.cpu_run import check_run
+from gdpo_verl.cpu_run.check_run import MAX_PROBS_DIFF, PROBS_DIFF, SENT, STALENESS
+from gdpo_verl.cpu_run import supervise
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / os.environ.get("CPU_TRAINING_VENV", ".venv-cpu-training")  # as scripts/setup_cpu_training_env.sh
 PYTHON = Path(os.environ.get("CPU_TRAINING_PYTHON", VENV / "bin" / "python"))
 STEPS = 2
-# The tiny model has 21 weight tensors (gdpo_verl/tools/tiny_model.py): what a weight sync sends.
+# The tiny model has 21 weight tensors (gdpo_verl/cpu_run/tiny_model.py): what a weight sync sends.
 TENSORS = 21
 OTHER_VERL = ROOT / "tests" / "fixtures" / "other_verl"
 
@@ -125,7 +125,7 @@ def run(tmp_path_factory):
             stop_run(process)
         stop_busy(out)
     minutes = (time.monotonic() - started) / 60
-    log = out / "run.log"  # written by gdpo_verl/verl_adapter/supervise.py
+    log = out / "run.log"  # written by gdpo_verl/cpu_run/supervise.py
     assert process.returncode == 0, (
         f"the run failed beside {cores} busy processes (log: {log}):\n{stdout[-3000:]}\n{stderr[-3000:]}"
     )

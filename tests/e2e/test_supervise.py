@@ -1,4 +1,4 @@
-"""gdpo_verl/verl_adapter/supervise.py on stand-in commands: each way a run can die or stall ends in seconds with a message,
+"""gdpo_verl/cpu_run/supervise.py on stand-in commands: each way a run can die or stall ends in seconds with a message,
 and nothing the command started is left running. Real processes and signals; no vLLM or Ray needed (the real
 CPU run with its vLLM engine core killed is in test_cpu_training.py)."""
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gdpo_verl.verl_adapter import supervise
+from gdpo_verl.cpu_run import supervise
 
-SUPERVISE = ["-m", "gdpo_verl.verl_adapter.supervise"]
+SUPERVISE = ["-m", "gdpo_verl.cpu_run.supervise"]
 
 
 def start(tmp_path: Path, script: str, *options: str) -> subprocess.Popen:
@@ -271,7 +271,7 @@ def test_a_kernel_that_does_not_report_cpu_waits_is_said_once(tmp_path):
     # Without /proc/<pid>/task/<tid>/schedstat only CPU time counts, and the run says so rather than judge quietly
     # (a process of its own: the supervisor makes itself a subreaper)
     absent = str(tmp_path / "absent" / "{pid}" / "{tid}")
-    script = (f"import sys; from gdpo_verl.verl_adapter import supervise; supervise.SCHEDSTAT = {absent!r}; "
+    script = (f"import sys; from gdpo_verl.cpu_run import supervise; supervise.SCHEDSTAT = {absent!r}; "
               "sys.exit(supervise.main(sys.argv[1:]))")
     result = subprocess.run(
         [sys.executable, "-c", script, "--log", str(tmp_path / "run.log"), "--metrics", str(tmp_path / "metrics.jsonl"),

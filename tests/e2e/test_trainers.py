@@ -3,7 +3,7 @@
 and docs/cpu-training.md what each needs on a CPU), its driver killed inside its second step, then resumed from its
 checkpoint with no step lost or doubled.
 
-The resumed run must pass gdpo_verl/tools/check_run.py (the run script runs it): each step logged once with the
+The resumed run must pass gdpo_verl/cpu_run/check_run.py (the run script runs it): each step logged once with the
 ``gdpo/`` metrics, one record per step equal to the advantages verl trained on, every weight changed. On top of
 that each test checks what is particular to its trainer, and that its weight sync reached the rollout server, before
 the kill and after the resume (the rollout server of a resumed run starts on random weights until the trainer sends
@@ -19,7 +19,7 @@ the other worker (--dist loadfile).
 
 import pytest
 
-from gdpo_verl.tools.check_run import SENT, step_metrics, step_records
+from gdpo_verl.cpu_run.check_run import SENT, step_metrics, step_records
 from tests.e2e.test_cpu_training import (MIXED_TASK, TENSORS, check_mixed_task_steps, check_resumed, finish_run,
                                          run_killed_in_step, start_run)
 

@@ -99,12 +99,12 @@ def main() -> int:
     args = parser.parse_args()
 
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # one process: the forced capabilities hold in the worker
-    from gdpo_verl.tools import tiny_model
+    from gdpo_verl.cpu_run import tiny_model
 
     path = tiny_model.build(args.out / "model")
     force_gemm_path(args.gemm)
     if args.dispatch == "cpu-run":
-        import gdpo_verl.verl_adapter.cpu_platform  # noqa: F401  (the piece the CPU run loads in vLLM's worker)
+        import gdpo_verl.cpu_run.cpu_platform  # noqa: F401  (the piece the CPU run loads in vLLM's worker)
 
     from vllm import LLM, SamplingParams
 

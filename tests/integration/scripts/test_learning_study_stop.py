@@ -24,7 +24,7 @@ def test_two_ctrl_cs_stop_the_run_and_everything_it_started(tmp_path):
         sys.path.insert(0, {str(ROOT / 'scripts')!r})
         import learning_study
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job starts with SIGINT ignored
-        command = [sys.executable, "-m", "gdpo_verl.verl_adapter.supervise", "--log", {str(tmp_path / 'log')!r},
+        command = [sys.executable, "-m", "gdpo_verl.cpu_run.supervise", "--log", {str(tmp_path / 'log')!r},
                    "--metrics", {str(tmp_path / 'm.jsonl')!r}, "--steps", "1", "--", "bash", "-c", {run!r}]
         try:
             learning_study.run_supervised(command, dict(os.environ))

@@ -108,12 +108,27 @@ def test_signature_is_equal_exactly_when_all_components_are_equal():
     assert reward_signature([1.0, 0.0]) == reward_signature([True, -0.0])
 
 
+def through_worker(reward_manager, data):
+    """``reward_manager``'s result for ``data`` as verl's RewardLoopWorker returns it (its compute_score, which every
+    manager's result passes through on both trainers: where gdpo-verl fills in the components that do not apply).
+    The worker is made without __init__, which would load a tokenizer from the hub; its compute_score is verl's."""
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    worker = RewardLoopWorker.__new__(RewardLoopWorker)
+    worker.config = reward_manager.config
+    worker.reward_manager = reward_manager
+    return reward_manager.loop.run_until_complete(worker.compute_score(data))
+
+
 def test_a_component_compute_score_leaves_out_does_not_apply_to_that_response():
     # (a misspelled key then applies to no response: the estimator names it in a warning every step)
-    info = score(manager(reward_keys=("correct", "lenght")), sample("4"))["reward_extra_info"]
+    info = through_worker(manager(reward_keys=("correct", "lenght")), sample("4"))["reward_extra_info"]
     assert info["lenght"] is None
+    assert list(info)[:2] == ["correct", "lenght"]  # the components first, in the keys' order
     assert info[SIGNATURE_KEY] != score(manager(reward_keys=("correct", "length")), sample("4"))["reward_extra_info"][
         SIGNATURE_KEY]
+    # the manager alone leaves the fill-in to the worker: it happens once per response, there
+    assert "lenght" not in score(manager(reward_keys=("correct", "lenght")), sample("4"))["reward_extra_info"]
 
 
 def test_a_non_numeric_component_is_refused():
@@ -234,10 +249,7 @@ def test_a_bad_reward_timeout_is_refused(value):
 
 
 def test_verls_own_reward_manager_marks_a_left_out_component_as_not_applying_in_the_reward_worker():
-    # verl's RewardLoopWorker (its compute_score, the one every reward manager's result passes through, on both
-    # trainers) with verl's "naive" manager. The worker is made without __init__, which would load a tokenizer
-    # from the hub; its compute_score and the manager are verl's own.
-    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+    # verl's RewardLoopWorker with verl's "naive" manager, as with gdpo-verl's own above
 
     def code_on_even_prompts(data_source, solution_str, ground_truth, extra_info, **kwargs):
         result = {"score": 1.0, "correct": 1.0}
@@ -247,11 +259,8 @@ def test_verls_own_reward_manager_marks_a_left_out_component_as_not_applying_in_
 
     config = OmegaConf.create({"algorithm": {"gdpo_reward_keys": ["correct", "code"]},
                                "reward": {"custom_reward_function": {"path": "test.py"}}})
-    worker = RewardLoopWorker.__new__(RewardLoopWorker)
-    worker.config = config
-    worker.reward_manager = get_reward_manager_cls("naive")(config, tiny_tokenizer(), code_on_even_prompts)
-    outputs = [worker.reward_manager.loop.run_until_complete(worker.compute_score(sample("4", extra_info={"index": i})))
-               for i in (1, 2)]
+    naive = get_reward_manager_cls("naive")(config, tiny_tokenizer(), code_on_even_prompts)
+    outputs = [through_worker(naive, sample("4", extra_info={"index": i})) for i in (1, 2)]
     infos = [output["reward_extra_info"] for output in outputs]
     assert [info["code"] for info in infos] == [None, 0.5]
     # what verl's RewardLoopManager.compute_rm_score and the agent loop do next: stack by the first sample's keys

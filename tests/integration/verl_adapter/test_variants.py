@@ -14,7 +14,8 @@ from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from gdpo_verl.core.advantage import gdpo_outcome_parts
 from gdpo_verl.core.options import COMPUTED, DEFAULTS, GDPO_ONLY
-from gdpo_verl.verl_adapter.estimator import Step, fill_unapplied, gdpo_step, running
+from gdpo_verl.verl_adapter.components import fill_unapplied
+from gdpo_verl.verl_adapter.estimator import Step, gdpo_step, running
 from gdpo_verl.verl_adapter.reward_manager import reward_signature, signature_components
 from gdpo_verl.verl_adapter.settings import check_config, settings_from_config
 from gdpo_verl.verl_adapter.transfer_queue import step_inputs_from_fields

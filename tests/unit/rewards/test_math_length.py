@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -192,10 +193,11 @@ def test_a_correct_answer_too_costly_to_check_is_counted_as_not_checked_never_as
 
 
 def test_a_check_that_runs_past_timeout_s_counts_as_not_made_and_the_checker_recovers(caplog):
-    # 5000! passes the guards (16,326 digits) but no check answers within 1 ms: the check is cut short.
+    # 5000! passes the guards (16,326 digits) but no check answers within 1 ms: the check is cut short (or, on a
+    # busy machine, the 1 ms is spent before a checker process is taken: no verdict either way)
     result = score("</think> \\boxed{5000!}", "1", timeout_s=0.001)
     assert (result["correct"], result["verify_failed"]) == (0.0, 1.0)
-    assert "no verdict before the deadline" in caplog.text
+    assert re.search(r"no (verdict|checker process free|time left) before the deadline", caplog.text)
     assert score("</think> \\boxed{4}")["correct"] == 1.0
 
 
@@ -498,9 +500,14 @@ def test_a_response_of_110000_boxes_is_read_in_one_pass(truth):
 def test_every_call_returns_within_timeout_s(caplog):
     score("</think> \\boxed{4}")  # the checker processes are running, as in a training run
     for answer in [SLOW, "\\sum_{k=1}^{100} k^{k}", "\\prod_{k=1}^{100} k!", "4"]:
+        # a call cut short replaces its checker process; a start never counts against timeout_s (the call waits for
+        # it first: test_a_fresh_reward_s_first_answer_...), so each call is timed with the pool started
+        REWARD.start()
         start = time.monotonic()
         score(f"</think> \\boxed{{{answer}}}", "1", timeout_s=0.3)
-        assert time.monotonic() - start < 0.3 + 0.3, answer
+        # the bound plus a second for a busy machine to schedule the call back; unbounded, the sum and the product
+        # take minutes
+        assert time.monotonic() - start < 0.3 + 1.0, answer
 
 
 FIRST_CALL = """

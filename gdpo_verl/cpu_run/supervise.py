@@ -1,7 +1,7 @@
 """Run a training command so that it can never hang: stop it, and every process it started, when a part of the
 run dies or a step makes no progress.
 
-    python -m gdpo_verl.verl_adapter.supervise --log OUT/run.log --metrics OUT/metrics.jsonl --steps N \\
+    python -m gdpo_verl.cpu_run.supervise --log OUT/run.log --metrics OUT/metrics.jsonl --steps N \\
         [--stall-timeout 300] [--step-timeout 3600] [--grace 20] [--progress LABEL] -- python -m verl.trainer.main_ppo ...
 
 The command's output goes to ``--log`` and to the terminal; with ``--progress`` the terminal gets one line per

@@ -1,4 +1,4 @@
-"""gdpo_verl/tools/tiny_model.py: the learning study's warm start trains the answer after the prompt as the chat
+"""gdpo_verl/cpu_run/tiny_model.py: the learning study's warm start trains the answer after the prompt as the chat
 template writes it for generation (what verl's rollout feeds the model)."""
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 from transformers import AutoTokenizer, LlamaForCausalLM
 
 from gdpo_verl.rewards import learning_study
-from gdpo_verl.tools import tiny_model
+from gdpo_verl.cpu_run import tiny_model
 
 
 def answer_probabilities(path):

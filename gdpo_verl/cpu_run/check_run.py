@@ -1,7 +1,7 @@
 """Read what scripts/run_cpu_training.sh wrote and say whether GDPO trained: a summary, and exit 1 with the
 reasons when it did not.
 
-    python -m gdpo_verl.tools.check_run OUT --steps 2
+    python -m gdpo_verl.cpu_run.check_run OUT --steps 2
 
 What a run must show:
 - every step reached verl's logger (``metrics.jsonl``), each with this plugin's ``gdpo/`` metrics, once (a
