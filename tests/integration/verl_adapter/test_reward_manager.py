@@ -115,7 +115,8 @@ def through_worker(reward_manager, data):
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
     worker = RewardLoopWorker.__new__(RewardLoopWorker)
-    worker.config = reward_manager.config
+    # a reward function of the user's: the worker hands each sample to the manager (no reward model)
+    worker.config = OmegaConf.merge(reward_manager.config, {"reward": {"custom_reward_function": {"path": "test.py"}}})
     worker.reward_manager = reward_manager
     return reward_manager.loop.run_until_complete(worker.compute_score(data))
 
