@@ -11,16 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gdpo_verl.rewards.coding import (
-    CodingReward,
-    Digits,
-    call_passed,
-    compute_score,
-    extract_code,
-    parse_tests,
-    same_output,
-    same_value,
-)
+from gdpo_verl.rewards.coding import CodingReward, compute_score, extract_code, parse_tests
+from gdpo_verl.rewards.coding_outputs import Digits, call_passed, same_output, same_value
 from gdpo_verl.sandbox import Limits, Sandbox, SandboxUnavailable
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap runs on Linux only")
