@@ -13,14 +13,9 @@ __version__ = "0.1.0"
 
 # Modules that moved to another room of the package: importing the old name says where each went.
 MOVED = {
-    "gdpo_verl.verl_adapter.cpu_platform": "gdpo_verl.cpu_run.cpu_platform",
-    "gdpo_verl.verl_adapter.cpu_checkpoint_engine": "gdpo_verl.cpu_run.cpu_checkpoint_engine",
     "gdpo_verl.verl_adapter.supervise": "gdpo_verl.cpu_run.supervise",
     "gdpo_verl.tools.tiny_model": "gdpo_verl.cpu_run.tiny_model",
     "gdpo_verl.tools.check_run": "gdpo_verl.cpu_run.check_run",
-    "gdpo_verl.verl_adapter.batches": "gdpo_verl.tools.batches",
-    "gdpo_verl.verl_adapter.environment": "gdpo_verl.tools.environment",
-    "gdpo_verl.verl_adapter.generation": "gdpo_verl.experiments.generation",
     "gdpo_verl.tools.evaluation": "gdpo_verl.experiments.evaluation",
     "gdpo_verl.tools.data_files": "gdpo_verl.experiments.data_files",
     "gdpo_verl.tools.bfcl": "gdpo_verl.experiments.bfcl",

@@ -38,7 +38,7 @@ def prompts(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
-    from gdpo_verl.experiments.generation import generate as vllm_generate
+    from gdpo_verl.verl_adapter.generation import generate as vllm_generate
 
     records = []
     for number, record in read_jsonl(args.prompts):

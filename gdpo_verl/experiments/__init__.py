@@ -1,5 +1,5 @@
 """The library the experiment scripts share (``scripts/prepare_*.py``, ``scripts/evaluate*.py``): ``data_files``
 (the data scripts' JSON, JSON Lines and parquet input), ``evaluation`` (scoring and the tables of the evaluate
-scripts), ``generation`` (vLLM generation, imported only where it runs), ``bfcl`` (BFCL-v3's prompts and BFCL's own
-checker).
+scripts), ``bfcl`` (BFCL-v3's prompts and BFCL's own checker). Generation with vLLM is
+``gdpo_verl.verl_adapter.generation``.
 """

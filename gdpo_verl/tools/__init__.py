@@ -1,4 +1,4 @@
-"""The ``gdpo-verl`` command and what it runs: ``cli`` (the parser), ``demo`` (with ``batches``: verl's advantage
-stage on a rollout batch), ``doctor`` (with ``environment``: the checks of verl, Ray and vLLM), ``curves`` and
-``plots`` (figures of records and of verl's logs).
+"""The ``gdpo-verl`` command and what it runs: ``cli`` (the parser), ``demo``, ``doctor``, ``curves`` and ``plots``
+(figures of records and of verl's logs). What they ask of verl goes through ``gdpo_verl.verl_adapter`` (``batches``
+for the demo, ``environment`` for the doctor).
 """

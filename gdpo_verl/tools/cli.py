@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_doctor(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from gdpo_verl.tools.doctor import report, run_checks
-    from gdpo_verl.tools.environment import ray_check_timeout
+    from gdpo_verl.verl_adapter.environment import ray_check_timeout
 
     if not args.no_ray:
         ray_check_timeout()  # a bad GDPO_VERL_DOCTOR_RAY_TIMEOUT_S: refused before any check runs

@@ -1,16 +1,21 @@
-"""What runs inside verl's training run: the plugin verl loads, and everything it hooks into verl (and Ray,
-TransferQueue, hydra, omegaconf); a verl upgrade is a change here.
+"""Everything that speaks verl (and Ray, TransferQueue, hydra, omegaconf, vLLM); a verl upgrade is a change here,
+and no other room imports any of them.
 
-``plugin``: the entry point verl loads. ``touch_points``: what gdpo-verl uses of verl, checked in place of a
-version pin. ``settings``: the config keys and their checks. ``estimator``: the estimator verl calls, and the
-``Step`` a trainer hook runs it in. ``trainer_hooks``: the wrapped verl functions (V1 and legacy trainers, start-up
-checks). ``transfer_queue``: reading the V1 stage's inputs. ``import_hooks``: wrapping on first import.
-``reward_manager``: the "gdpo_verl" reward manager. ``components``: where a response's reward components are
-found, and the fill-in of those that do not apply. ``cluster``: the checks run on every Ray node before training.
+Inside verl's training run: ``plugin``: the entry point verl loads. ``touch_points``: what gdpo-verl uses of verl,
+checked in place of a version pin. ``settings``: the config keys and their checks. ``estimator``: the estimator
+verl calls, and the ``Step`` a trainer hook runs it in. ``trainer_hooks``: the wrapped verl functions (V1 and legacy
+trainers, start-up checks). ``transfer_queue``: reading the V1 stage's inputs. ``import_hooks``: wrapping on first
+import. ``reward_manager``: the "gdpo_verl" reward manager. ``components``: where a response's reward components
+are found, and the fill-in of those that do not apply. ``cluster``: the checks run on every Ray node before
+training.
 
-The CPU run's pieces are in ``gdpo_verl.cpu_run``, the command line's in ``gdpo_verl.tools`` and the experiment
-scripts' library in ``gdpo_verl.experiments``. The exports load on first use: verl imports
-``gdpo_verl.cpu_run.cpu_platform`` (which uses ``import_hooks``) while verl itself is being imported, before the
+For the CPU run (``gdpo_verl.cpu_run`` holds the rest of it): ``cpu_platform``, the CPU platform verl loads in every
+process of the run (``VERL_USE_EXTERNAL_MODULES``); ``cpu_checkpoint_engine``, the ``cpu_tcp`` weight sync of the
+trainers with rollout apart from training. For the ``gdpo-verl`` command (``gdpo_verl.tools``): ``batches``, verl's
+advantage stage on a rollout batch (the demo); ``environment``, the doctor's checks of verl, Ray and vLLM. For the
+evaluation scripts (``gdpo_verl.experiments``): ``generation``, vLLM generation.
+
+The exports load on first use: verl imports ``cpu_platform`` while verl itself is being imported, before the
 estimator's imports of verl could work.
 """
 

@@ -324,6 +324,6 @@ def test_doctor_fails_and_says_why_when_plugins_are_disabled():
     ],
 )
 def test_doctor_names_the_gemm_path_vllm_cpu_would_take(facts, path):
-    from gdpo_verl.tools.environment import gemm_path
+    from gdpo_verl.verl_adapter.environment import gemm_path
 
     assert gemm_path(facts).startswith(path)
