@@ -2,36 +2,35 @@
 
 The evaluation has three steps, each run by ``scripts/evaluate_bfcl.py``:
 
-1. ``prompts`` (in BFCL's environment, ``scripts/setup_bfcl_env.sh``): each question of the single-turn categories
-   as the chat the policy was trained on: ToolRL's system prompt listing the question's functions (after BFCL's
-   own pre-processing of function docs, as its prompt-based handlers do), and the dialogue as ToolRL's user turn.
-   This is the prompt of ToolRL's BFCL handler (``benchmarks/BFCL/rlla_qwen.py``), written anew here.
-2. ``generate`` (on a GPU node with vLLM; needs no BFCL): a greedy response to each prompt.
-3. ``score`` (in BFCL's environment): each response decoded as ToolRL's handler decodes it (the calls of the last
-   ``<tool_call>`` block, a JSON object a line; lines that do not parse, and calls named "None", are left out),
-   then judged by BFCL's ``ast_checker`` (AST categories) or BFCL's relevance rule (a decoded call or none), and
-   summed up by BFCL's own weighted and unweighted means, as its leaderboard does.
+1. ``prompts`` (in BFCL's environment, ``scripts/setup_bfcl_env.sh``): each single-turn question as the chat the
+   policy was trained on: ToolRL's system prompt listing the question's functions (after BFCL's own pre-processing
+   of function docs, as its prompt-based handlers do), and the dialogue as ToolRL's user turn. This is the prompt
+   of ToolRL's BFCL handler (``benchmarks/BFCL/rlla_qwen.py``), written anew here. Each multi-turn question as
+   that handler's system prompt and the question's turns (the functions BFCL holds back until a later turn, in
+   the miss-function category, given in that turn's user message, as BFCL's prompting loop does).
+2. ``generate`` (on a GPU node with vLLM): a greedy response to each single-turn prompt; each multi-turn question
+   played turn by turn (``bfcl_multi_turn.py``), its calls run by BFCL's executor in BFCL's environment
+   (``bfcl_execution.py``).
+3. ``score`` (in BFCL's environment): each single-turn response decoded as ToolRL's handler decodes it (the calls of
+   the last ``<tool_call>`` block, a JSON object a line; lines that do not parse, and calls named "None", are left
+   out), then judged by BFCL's ``ast_checker`` (AST categories) or BFCL's relevance rule (a decoded call or none);
+   each multi-turn conversation by BFCL's ``multi_turn_checker``; all summed up by BFCL's own weighted and
+   unweighted means, as its leaderboard does, up to BFCL v3's overall (live, non-live and multi-turn).
 
-Multi-turn categories are not run: BFCL executes their calls in its own simulated environments, turn by turn,
-which this evaluation does not drive. BFCL's "Overall" averages live, non-live and multi-turn; without multi-turn,
-``score`` reports the single-turn overall (BFCL's unweighted mean of live and non-live).
-
-Only ``prompts`` and ``score`` import ``bfcl_eval``; its pins (numpy 1.26.4 among them) clash with verl's, hence
-an environment of its own.
+Only ``prompts``, ``score`` and the executor import ``bfcl_eval``; its pins (numpy 1.26.4 among them) clash with
+verl's, hence an environment of its own.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
-import os
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gdpo_verl.experiments import bfcl_execution
+from gdpo_verl.experiments.bfcl_multi_turn import MULTI_TURN_CATEGORIES
 from gdpo_verl.rewards.tool_calling import GroundTruth, format_matches
 
 # The last release of bfcl-eval whose data and scoring are BFCL v3's (the next, 2025.8.25, is BFCL v4).
@@ -45,7 +44,8 @@ AST_CATEGORIES = {
     "live_simple": "Python", "live_multiple": "Python", "live_parallel": "Python", "live_parallel_multiple": "Python",
 }
 RELEVANCE_CATEGORIES = ("irrelevance", "live_irrelevance", "live_relevance")
-CATEGORIES = (*AST_CATEGORIES, *RELEVANCE_CATEGORIES)
+SINGLE_TURN_CATEGORIES = (*AST_CATEGORIES, *RELEVANCE_CATEGORIES)
+CATEGORIES = (*SINGLE_TURN_CATEGORIES, *MULTI_TURN_CATEGORIES)
 
 # BFCL's checker takes a model name only to decide whether "." in function names was written as "_" (for APIs
 # that refuse dots); a prompt-based model of its table that keeps dots, as ToolRL's handler does.
@@ -90,12 +90,8 @@ USER_SUFFIX = (
 
 
 def bfcl():
-    """The installed ``bfcl_eval`` modules this evaluation uses, or a ValueError saying how to get them. BFCL writes
-    result folders under its project root when imported; that root is pointed at a temporary folder."""
-    if "BFCL_PROJECT_ROOT" not in os.environ:
-        root = tempfile.mkdtemp(prefix="bfcl-root-")
-        atexit.register(shutil.rmtree, root, ignore_errors=True)
-        os.environ["BFCL_PROJECT_ROOT"] = root
+    """The installed ``bfcl_eval`` modules this evaluation uses, or a ValueError saying how to get them."""
+    bfcl_execution.bfcl_root()
     try:
         from bfcl_eval import utils
         from bfcl_eval.constants import eval_config
@@ -115,10 +111,13 @@ def bfcl():
 
 
 def load_category(category: str) -> list[dict[str, Any]]:
-    """BFCL's questions of ``category``, each with its ``possible_answer`` (AST categories) from BFCL's data."""
+    """BFCL's questions of ``category``, each with its ``possible_answer`` (AST categories) or ``ground_truth``
+    (multi-turn) from BFCL's data."""
     if category not in CATEGORIES:
-        raise ValueError(f"unknown BFCL category {category!r}; the single-turn categories are {list(CATEGORIES)}")
+        raise ValueError(f"unknown BFCL category {category!r}; BFCL v3's categories are {list(CATEGORIES)}")
     utils, eval_config, *_ = bfcl()
+    if category in MULTI_TURN_CATEGORIES:
+        return list(bfcl_execution.load_entries(category).values())
     path = Path(eval_config.PROMPT_PATH) / f"{DATA_PREFIX}{category}.json"
     if not path.is_file():
         raise ValueError(f"{path} is missing: this bfcl-eval is not BFCL v3's; install bfcl-eval=={BFCL_RELEASE}")
@@ -154,11 +153,42 @@ def toolrl_chat(question: Mapping[str, Any], category: str) -> list[dict[str, st
     return [{"role": "system", "content": system}, {"role": "user", "content": user.strip()}]
 
 
+def multi_turn_record(question: Mapping[str, Any], category: str) -> dict[str, Any]:
+    """``{id, category, system, turns}`` for one multi-turn question: the handler's system prompt with the
+    question's functions (its classes' docs, less those BFCL holds back, after BFCL's pre-processing), and each
+    turn's messages, a held-back turn's being BFCL's prompt giving the held-back docs (as BFCL's generation
+    prepares a question, ``process_multi_turn_test_case``, and its prompting loop plays it)."""
+    *_, pre_process = bfcl()
+    from bfcl_eval.constants.category_mapping import MULTI_TURN_FUNC_DOC_FILE_MAPPING
+    from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING
+    from bfcl_eval.constants.eval_config import MULTI_TURN_FUNC_DOC_PATH
+    from bfcl_eval.utils import load_file
+
+    functions = [doc for name in question["involved_classes"]
+                 for doc in load_file(MULTI_TURN_FUNC_DOC_PATH / MULTI_TURN_FUNC_DOC_FILE_MAPPING[name])]
+    turns = [list(turn) for turn in question["question"]]
+    for turn, names in question.get("missed_function", {}).items():
+        held_back = []
+        for name in names:
+            index = next(index for index, doc in enumerate(functions) if doc["name"] == name)
+            held_back.append(functions.pop(index))
+        if turns[int(turn)]:
+            raise ValueError(f"{question['id']}: BFCL's held-back turn {turn} has a user message")
+        turns[int(turn)] = [{"role": "user",
+                             "content": DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING.format(
+                                 functions=held_back)}]
+    functions = pre_process(json.loads(json.dumps(functions)), category)
+    return {"id": question["id"], "category": category, "turns": turns,
+            "system": SYSTEM_PROMPT.format(tools=tool_list(functions), call_example=CALL_EXAMPLE)}
+
+
 def prompt_records(categories: Sequence[str]) -> list[dict[str, Any]]:
-    """One ``{id, category, prompt}`` per question of ``categories``: what ``generate`` answers."""
+    """What ``generate`` answers: per single-turn question ``{id, category, prompt}``, per multi-turn question
+    ``{id, category, system, turns}``."""
     if not categories:
-        raise ValueError(f"no category given; the single-turn categories are {list(CATEGORIES)}")
-    return [{"id": question["id"], "category": category, "prompt": toolrl_chat(question, category)}
+        raise ValueError(f"no category given; BFCL v3's categories are {list(CATEGORIES)}")
+    return [multi_turn_record(question, category) if category in MULTI_TURN_CATEGORIES else
+            {"id": question["id"], "category": category, "prompt": toolrl_chat(question, category)}
             for category in categories for question in load_category(category)]
 
 
@@ -244,50 +274,72 @@ def judge(question: Mapping[str, Any], category: str, response: str) -> tuple[bo
     return bool(result["valid"]), "" if result["valid"] else str(result.get("error_type", "invalid"))
 
 
-def score_run(generations: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def score_run(generations: Sequence[Mapping[str, Any]], partial: bool = False) -> dict[str, Any]:
     """Accuracy per category, BFCL's summaries of the categories present, and the format rate, for one run's
-    ``{id, category, response}`` records. Every question of a category present must have one response."""
+    records: ``{id, category, response}`` (single-turn) or ``{id, category, turns}`` (multi-turn, as ``generate``
+    writes them). Every question of a category present must have one record, unless ``partial`` (then each
+    category is scored on the questions it has, and no summary is given). A multi-turn question BFCL's checker
+    cannot decide (an execution past its budget) is counted, per category, under ``undecided``, and not as right."""
     _, _, helper, _, _ = bfcl()
-    by_category: dict[str, dict[str, str]] = {}
+    by_category: dict[str, dict[str, Mapping[str, Any]]] = {}
     for record in generations:
-        if not isinstance(record, Mapping) or record.get("category") not in CATEGORIES \
-                or not isinstance(record.get("id"), str) or not isinstance(record.get("response"), str):
-            raise ValueError(f"a generation needs an id, a category of {list(CATEGORIES)} and a response text; got "
-                             f"{str(record)[:200]!r}")
-        responses = by_category.setdefault(record["category"], {})
-        if record["id"] in responses:
-            raise ValueError(f"{record['category']} question {record['id']} has two responses; one run holds one each")
-        responses[record["id"]] = record["response"]
+        category = record.get("category") if isinstance(record, Mapping) else None
+        answer = "turns" if category in MULTI_TURN_CATEGORIES else "response"
+        if category not in CATEGORIES or not isinstance(record.get("id"), str) or answer not in record:
+            raise ValueError(f"a generation needs an id, a category of {list(CATEGORIES)} and a response text "
+                             f"(single-turn) or turns (multi-turn); got {str(record)[:200]!r}")
+        records = by_category.setdefault(category, {})
+        if record["id"] in records:
+            raise ValueError(f"{category} question {record['id']} has two records; one run holds one each")
+        records[record["id"]] = record
     if not by_category:
         raise ValueError("no generations to score")
     accuracy: dict[str, dict[str, Any]] = {}
     errors: Counter[str] = Counter()
+    undecided: dict[str, list[str]] = {}
     formatted = total = 0
-    for category, responses in by_category.items():
+    for category, records in by_category.items():
         questions = load_category(category)
-        missing = sorted({question["id"] for question in questions} - set(responses))
-        if missing or len(responses) != len(questions):
+        unknown = sorted(set(records) - {question["id"] for question in questions})
+        missing = sorted({question["id"] for question in questions} - set(records))
+        if unknown or (missing and not partial):
             raise ValueError(f"category {category}: {len(missing)} of BFCL's {len(questions)} questions have no "
-                             f"response (e.g. {missing[:3]}), or responses name questions it does not have")
+                             f"record (e.g. {missing[:3]}), and {len(unknown)} records name questions it does not "
+                             f"have (e.g. {unknown[:3]}); score a subset with --partial")
+        questions = [question for question in questions if question["id"] in records]
         right = 0
         for question in questions:
-            response = responses[question["id"]]
-            try:
-                verdict, error = judge(question, category, response)
-            except Exception as exc:  # BFCL's checker raising on a response: named, and the run stops (as BFCL's)
-                raise ValueError(f"BFCL's checker raised on {category} question {question['id']}: "
-                                 f"{type(exc).__name__}: {exc}") from exc
-            right += verdict
+            record = records[question["id"]]
+            if category in MULTI_TURN_CATEGORIES:
+                verdict, error = bfcl_execution.judge(question, record)
+                responses = [response for turn in record["turns"] for response in turn]
+            else:
+                verdict, error = single_turn_verdict(question, category, record["response"])
+                responses = [record["response"]]
+            if verdict is None:
+                undecided.setdefault(category, []).append(question["id"])
+            right += bool(verdict)
             if not verdict:
-                errors[error] += 1
-            formatted += has_format(response)
-            total += 1
+                errors[error.split(":", 1)[0] if verdict is None else error] += 1
+            formatted += sum(has_format(response) for response in responses)
+            total += len(responses)
         accuracy[category] = {"accuracy": right / len(questions), "total_count": len(questions),
                               "display_accuracy": right / len(questions)}
     summary = {category: value["accuracy"] for category, value in accuracy.items()}
-    summary.update(summaries(accuracy, helper))
-    summary["format_rate"] = formatted / total
-    return {"accuracy": summary, "errors": dict(errors)}
+    if not partial:
+        summary.update(summaries(accuracy, helper))
+    summary["format_rate"] = formatted / total if total else 0.0
+    return {"accuracy": summary, "errors": dict(errors), "undecided": undecided,
+            "questions": {category: value["total_count"] for category, value in accuracy.items()}}
+
+
+def single_turn_verdict(question: Mapping[str, Any], category: str, response: str) -> tuple[bool, str]:
+    """``judge``, a checker that raises named with the question (the run stops, as BFCL's would)."""
+    try:
+        return judge(question, category, response)
+    except Exception as exc:
+        raise ValueError(f"BFCL's checker raised on {category} question {question['id']}: "
+                         f"{type(exc).__name__}: {exc}") from exc
 
 
 def summaries(accuracy: Mapping[str, Mapping[str, Any]], helper: Any) -> dict[str, float]:
@@ -313,13 +365,19 @@ def summaries(accuracy: Mapping[str, Mapping[str, Any]], helper: Any) -> dict[st
                                      display_na_if_category_missing=False)
     if "live" in found and "non_live" in found:
         found["single_turn_overall"] = unweighted([found["live"], found["non_live"]])
+    if have(*MULTI_TURN_CATEGORIES):
+        found["multi_turn"] = unweighted([accuracy[name] for name in MULTI_TURN_CATEGORIES],
+                                         display_na_if_category_missing=False)
+        if "live" in found and "non_live" in found:
+            found["overall"] = unweighted([found["live"], found["non_live"], found["multi_turn"]],
+                                          display_na_if_category_missing=False)
     if have("irrelevance", "live_irrelevance"):
         found["irrelevance_total"] = unweighted([accuracy["irrelevance"], accuracy["live_irrelevance"]])
     return {name: value["accuracy"] for name, value in found.items()}
 
 
-SUMMARY_ROWS = ("single_turn_overall", "non_live", "non_live_ast", "live", "live_ast", "irrelevance_total",
-                "format_rate")
+SUMMARY_ROWS = ("overall", "single_turn_overall", "non_live", "non_live_ast", "live", "live_ast", "multi_turn",
+                "irrelevance_total", "format_rate")
 
 
 def markdown_table(columns: Mapping[str, Mapping[str, float]]) -> str:

@@ -23,8 +23,21 @@ def generate(
     response tokens (default: the longest prompt's tokens + ``max_tokens``, so that no prompt is refused and no
     response cut short by the context). ``gpu_memory_utilization``: vLLM's (on its CPU build, the share of the
     machine's memory it takes)."""
+    if not prompts:
+        return []
+    tokenizer = load_tokenizer(model)
+    texts = [tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=False)
+             for prompt in prompts]
+    if max_model_len is None:
+        max_model_len = max(len(tokenizer(text)["input_ids"]) for text in texts) + max_tokens
+    generator = ChatGenerator(model, tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
+                              dtype=dtype, gpu_memory_utilization=gpu_memory_utilization, tokenizer=tokenizer)
+    return generator.sample(texts, samples=samples, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+
+
+def load_tokenizer(model: str):
     try:
-        from vllm import LLM, SamplingParams
+        import vllm  # noqa: F401
     except ImportError as exc:
         raise ValueError(
             "vLLM is needed for generation and is not importable here: install it on a GPU node "
@@ -32,15 +45,44 @@ def generate(
         ) from exc
     from transformers import AutoTokenizer
 
-    if not prompts:
-        return []
-    tokenizer = AutoTokenizer.from_pretrained(model)
-    texts = [tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=False)
-             for prompt in prompts]
-    if max_model_len is None:
-        max_model_len = max(len(tokenizer(text)["input_ids"]) for text in texts) + max_tokens
-    llm = LLM(model=model, tensor_parallel_size=tensor_parallel_size, dtype=dtype, max_model_len=max_model_len,
-              gpu_memory_utilization=gpu_memory_utilization)
-    params = SamplingParams(n=samples, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
-    outputs = llm.generate(texts, params)
-    return [[{"text": o.text, "tokens": len(o.token_ids)} for o in output.outputs] for output in outputs]
+    return AutoTokenizer.from_pretrained(model)
+
+
+class ChatGenerator:
+    """One vLLM engine kept for several rounds of generation (the multi-turn evaluations), with the model's chat
+    template. ``max_model_len`` None: the model's own context."""
+
+    def __init__(self, model: str, *, tensor_parallel_size: int = 1, max_model_len: int | None = None,
+                 dtype: str = "auto", gpu_memory_utilization: float = 0.9, tokenizer: Any = None):
+        from vllm import LLM
+
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model)
+        self.llm = LLM(model=model, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
+                       max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization)
+        self.context = self.llm.llm_engine.model_config.max_model_len
+
+    def sample(self, texts: Sequence[str], *, samples: int, temperature: float, top_p: float,
+               max_tokens: int) -> list[list[dict[str, Any]]]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(n=samples, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        outputs = self.llm.generate(list(texts), params)
+        return [[{"text": o.text, "tokens": len(o.token_ids)} for o in output.outputs] for output in outputs]
+
+    def greedy(self, chats: Sequence[Sequence[Mapping[str, str]]], max_tokens: int) -> list[str | None]:
+        """A greedy answer to each chat, of at most ``max_tokens`` and no more than its context leaves; ``None``
+        for a chat that leaves the answer no room."""
+        from vllm import SamplingParams
+
+        texts = [self.tokenizer.apply_chat_template(list(chat), add_generation_prompt=True, tokenize=False)
+                 for chat in chats]
+        room = [self.context - len(self.tokenizer(text)["input_ids"]) for text in texts]
+        fits = [index for index, left in enumerate(room) if left > 0]
+        outputs = self.llm.generate(
+            [texts[index] for index in fits],
+            [SamplingParams(temperature=0.0, max_tokens=min(max_tokens, room[index])) for index in fits],
+        ) if fits else []
+        answers: list[str | None] = [None] * len(texts)
+        for index, output in zip(fits, outputs, strict=True):
+            answers[index] = output.outputs[0].text
+        return answers

@@ -155,7 +155,7 @@ def test_bad_input_is_refused_naming_it(tmp_path, capsys):
     partial = tmp_path / "partial.jsonl"
     partial.write_text(json.dumps({"id": "live_parallel_0-0-0", "category": "live_parallel", "response": "x"}) + "\n")
     result = run(capsys, "score", "--generations", partial)
-    assert result.returncode == 2 and "category live_parallel: 15 of BFCL's 16 questions have no response" in result.stderr
+    assert result.returncode == 2 and "category live_parallel: 15 of BFCL's 16 questions have no record" in result.stderr
     wrong = tmp_path / "wrong.jsonl"
     wrong.write_text(json.dumps({"id": "x", "category": "multi_turn_base", "response": "x"}) + "\n")
     result = run(capsys, "score", "--generations", wrong)
@@ -163,7 +163,7 @@ def test_bad_input_is_refused_naming_it(tmp_path, capsys):
     twice = tmp_path / "twice.jsonl"
     twice.write_text(partial.read_text() * 2)
     result = run(capsys, "score", "--generations", twice)
-    assert result.returncode == 2 and "live_parallel question live_parallel_0-0-0 has two responses" in result.stderr
+    assert result.returncode == 2 and "live_parallel question live_parallel_0-0-0 has two records" in result.stderr
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     result = run(capsys, "score", "--generations", empty)
