@@ -26,6 +26,9 @@
 #                            (gdpo_verl/verl_adapter/cpu_checkpoint_engine.py: verl has no checkpoint engine for CPUs).
 #                            fully_async trains (prompts in the data x STEPS) / ppo_mini_batch_size steps (STEPS with
 #                            the CPU run's 8 prompts and mini-batch of 8), and sets trainer.test_freq=STEPS+1.
+#   CONFIG=name              main_ppo's config (the trainers through main_ppo): gdpo (default), gdpo-verl's packaged
+#                            config; verl, verl's own ppo_trainer.yaml, where the GDPO keys come with + (the README's
+#                            second route)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${CPU_TRAINING_PYTHON:-${CPU_TRAINING_VENV:-$ROOT/.venv-cpu-training}/bin/python}
@@ -87,7 +90,11 @@ CPU=(
 # settings on top (+gdpo=settings).
 TRAINER=${TRAINER:-sync}
 LAST=()  # settings a trainer requires, after the task's
-MAIN_PPO=(-m verl.trainer.main_ppo --config-path pkg://gdpo_verl.config --config-name gdpo_trainer)
+case "${CONFIG:-gdpo}" in
+    gdpo) MAIN_PPO=(-m verl.trainer.main_ppo --config-path pkg://gdpo_verl.config --config-name gdpo_trainer) ;;
+    verl) MAIN_PPO=(-m verl.trainer.main_ppo) ;;
+    *) echo "cpu_main_ppo.sh: CONFIG must be gdpo or verl; got '$CONFIG'" >&2; exit 2 ;;
+esac
 # rollout on a server of its own: a second placeholder "GPU", and weights synced over TCP
 SEPARATE=(ray_kwargs.ray_init.num_gpus=2
           actor_rollout_ref.rollout.checkpoint_engine.backend=cpu_tcp
@@ -104,6 +111,11 @@ case "$TRAINER" in
     legacy)
         ENTRY=("${MAIN_PPO[@]}") MODE=(trainer.use_v1=false) ;;
     one_step_off|fully_async)
+        if [ "${CONFIG:-gdpo}" != gdpo ]; then
+            echo "cpu_main_ppo.sh: TRAINER=$TRAINER takes verl's config for that trainer, with the GDPO settings on" \
+                 "top; CONFIG=$CONFIG is for the trainers through main_ppo" >&2
+            exit 2
+        fi
         if [ "$TRAINER" = one_step_off ]; then
             ENTRY=(-m verl.experimental.one_step_off_policy.main_ppo)
         else

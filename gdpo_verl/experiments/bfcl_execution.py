@@ -27,6 +27,7 @@ for multi-turn questions: JSON lines on stdin (``{"id", "steps"}``), one JSON li
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import os
 import resource
@@ -115,7 +116,9 @@ def run_call(source: str, namespace: Mapping[str, Any], classes: tuple[type, ...
     if any(isinstance(argument, ast.Starred) for argument in tree.args) or any(
             keyword.arg is None for keyword in tree.keywords):
         raise NotRun("not run: only a listed function's call with literal arguments is run")
-    method = getattr(namespace[function.value.id], function.attr)
+    method = getattr(namespace[function.value.id], function.attr, None)
+    if not inspect.ismethod(method):  # a public attribute that is not a method (a file system's root, say)
+        raise NotRun("not run: only a listed function's call with literal arguments is run")
     args = [literal(argument) for argument in tree.args]
     kwargs = {keyword.arg: literal(keyword.value) for keyword in tree.keywords}
     try:
@@ -254,11 +257,15 @@ def judge(entry: Mapping[str, Any], record: Mapping[str, Any]) -> tuple[bool | N
     return value["valid"], "" if value["valid"] else value["error_type"]
 
 
-def serve(stdin=None, stdout=None) -> int:
-    """The executor ``evaluate_bfcl.py generate`` talks to: see the module's docstring."""
+def serve() -> int:
+    """The executor ``evaluate_bfcl.py generate`` talks to: see the module's docstring. Its answers go to a copy
+    of standard output taken first; anything else written to standard output, here or in a child, goes to the
+    error output, so the protocol holds only answers."""
     from gdpo_verl.experiments.bfcl import BFCL_RELEASE
 
-    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    stdin, stdout = sys.stdin, os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     executor_module()
     entries: dict[str, dict[str, Any]] = {}
     for category in MULTI_TURN_CATEGORIES:

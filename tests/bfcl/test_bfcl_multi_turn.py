@@ -131,6 +131,12 @@ def test_a_verdict_on_a_wrong_answer_is_bfcls_checker_run_as_bfcl_runs_it(execut
         ("cd(**{'folder': 'document'})", "Error during execution: not run: only a listed function's call with "
                                          "literal arguments is run"),
         ("cd(folder=-inf)", "Error during execution: name 'inf' is not defined"),
+        # a name written with BFCL's instance prefix reaches public methods only, not the instance's attributes
+        ("gdpo_verl_multi_turn_base_0_gorillafilesystem_instance.root()", "Error during execution: not run: only a "
+                                                                          "listed function's call with literal "
+                                                                          "arguments is run"),
+        ("gdpo_verl_multi_turn_base_0_gorillafilesystem_instance._load_scenario(scenario={})",
+         "Error during execution: not run: only a listed function's call with literal arguments is run"),
         ("cd(folder='document'", "Error during execution: '(' was never closed (<string>, line 1)"),
         # BFCL's own refusals and results are kept
         ("exit()", "Error during execution: Function call exit is not allowed."),
