@@ -4,16 +4,20 @@ BFCL runs a model's calls with Python's ``eval`` on strings the model wrote (``e
 the process that keeps the simulated environments (file system, trading bot, ...). Two things are held here instead:
 
 - **Only calls of a listed function are run.** ``eval`` is replaced, in BFCL's executor module only, by
-  ``run_call``: a string is run only when it is a call of a public method of one of the conversation's BFCL
-  environments with literal arguments (what ToolRL's decoding writes: ``name(key=value, ...)``), or a literal. A
-  name that is not such a method raises the ``NameError`` that ``eval`` raises for an undefined name, so BFCL
-  reports it as it would; any other expression (a builtin such as ``open``, an attribute, a nested call) is not run
-  and BFCL reports "not run". Everything else is BFCL's: the instances, the method prefixes, the refused names, the
-  result strings, the checker.
+  ``run_call``: a string is run only when it is a call of a public method of the instances BFCL keeps for the
+  caller (the model's own environments when the model's calls run, the ground truth's when the checker runs the
+  ground truth's) with literal arguments (what ToolRL's decoding writes: ``name(key=value, ...)``), or a literal.
+  The string is compiled first, so it fails as ``eval`` would fail it (a repeated keyword, say). A name that is not
+  such a method raises the ``NameError`` that ``eval`` raises for an undefined name, so BFCL reports it as it
+  would; any other expression (a builtin such as ``open``, an attribute, a nested call, the other side's
+  instances) is not run and BFCL reports "not run". Everything else is BFCL's: the instances, the method prefixes,
+  the refused names, the result strings, the checker.
 - **Every execution has a budget the kernel enforces.** Each runs in a child forked for it, under ``RLIMIT_CPU``
-  and ``RLIMIT_AS``, and is killed at a wall-clock deadline. BFCL's calls take microseconds; a call such as
-  ``power(base=10, exponent=10**12)`` would hold BFCL's own runner forever. An execution over its budget has no
-  result: the conversation is *undecided* (reported as such, see ``score``), never a result BFCL did not give.
+  and ``RLIMIT_AS``, and is killed at a wall-clock deadline; what it answers is at most ``OUTPUT_MB``. BFCL's
+  calls take microseconds and answer kilobytes; a call such as ``power(base=10, exponent=10**12)`` would hold
+  BFCL's own runner forever, and a few dozen file-system calls can grow a listing to gigabytes. An execution over
+  its budget has no result: the conversation is *undecided* (reported as such, see ``score``), never a result BFCL
+  did not give.
 
 A child replays the conversation's earlier steps on fresh instances before the new step (the environments are
 seeded, so the replay reaches the state BFCL's long-lived instances would hold), so no state outlives a child and
@@ -27,6 +31,7 @@ for multi-turn questions: JSON lines on stdin (``{"id", "steps"}``), one JSON li
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import json
 import os
@@ -40,10 +45,15 @@ from typing import Any
 
 from gdpo_verl.experiments.bfcl_multi_turn import MULTI_TURN_CATEGORIES, decode_execute
 
-# An execution's budget: BFCL's calls take microseconds and its environments a few megabytes.
+# An execution's budget: BFCL's calls take microseconds, its environments a few megabytes, and a result of BFCL's
+# ground truth at most 70 KB (multi_turn_long_context_113).
 CPU_S = 10
 MEMORY_MB = 1024
 WALL_S = 30.0
+OUTPUT_MB = 16
+
+# The instance names the running execute_multi_turn_func_call may reach (set by its wrapper in executor_module).
+_reachable: frozenset[str] = frozenset()
 
 
 class OverBudget(BaseException):
@@ -68,19 +78,38 @@ def bfcl_root() -> None:
         os.environ["BFCL_PROJECT_ROOT"] = root
 
 
+@functools.cache
 def executor_module():
-    """BFCL's multi-turn executor module, its environments imported and its ``eval`` replaced by ``run_call``."""
+    """BFCL's multi-turn executor module, its environments imported, its ``eval`` replaced by ``run_call`` and its
+    ``execute_multi_turn_func_call`` (the checker's too) wrapped to say which instances its calls may reach: those
+    BFCL names for the model name it is given. Done once a process; a forked child inherits it."""
     bfcl_root()
     import importlib
 
     try:
-        from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_checker, multi_turn_utils  # noqa: F401
+        from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_checker, multi_turn_utils
     except ImportError as exc:
         raise ValueError(f"BFCL's package is not importable here ({exc}); run this in BFCL's environment "
                          "(bash scripts/setup_bfcl_env.sh)") from exc
-    classes = tuple(getattr(importlib.import_module(path), name)
-                    for name, path in multi_turn_utils.CLASS_FILE_PATH_MAPPING.items())
-    multi_turn_utils.eval = lambda source: run_call(source, vars(multi_turn_utils), classes)
+    for path in multi_turn_utils.CLASS_FILE_PATH_MAPPING.values():
+        importlib.import_module(path)
+    execute = multi_turn_utils.execute_multi_turn_func_call
+
+    @functools.wraps(execute)
+    def reaching_its_own(func_call_list, initial_config, involved_classes, model_name, test_entry_id,
+                         long_context=False, is_evaL_run=False):
+        global _reachable
+        name = model_name + ("_eval" if is_evaL_run else "")  # BFCL's instance names, as it writes them
+        prefix = f"{name.replace('-', '_').replace('.', '_').replace('/', '_')}_{test_entry_id}_"
+        _reachable = frozenset(f"{prefix}{class_name.lower()}_instance" for class_name in involved_classes)
+        try:
+            return execute(func_call_list, initial_config, involved_classes, model_name, test_entry_id,
+                           long_context=long_context, is_evaL_run=is_evaL_run)
+        finally:
+            _reachable = frozenset()
+
+    multi_turn_utils.execute_multi_turn_func_call = multi_turn_checker.execute_multi_turn_func_call = reaching_its_own
+    multi_turn_utils.eval = lambda source: run_call(source, vars(multi_turn_utils), _reachable)
     return multi_turn_utils
 
 
@@ -101,17 +130,19 @@ def literal(node: ast.AST) -> Any:
     raise NotRun(f"not run: only a listed function's call with literal arguments is run, not {type(node).__name__}")
 
 
-def run_call(source: str, namespace: Mapping[str, Any], classes: tuple[type, ...]) -> Any:
-    """What BFCL's ``eval(func_call)`` returns, for a call of a public method of one of the conversation's BFCL
-    instances (the name BFCL prefixed) with literal arguments, or a literal; see the module's docstring."""
-    tree = compile(source, "<string>", "eval", ast.PyCF_ONLY_AST).body  # a SyntaxError as eval's
+def run_call(source: str, namespace: Mapping[str, Any], reachable: frozenset[str]) -> Any:
+    """What BFCL's ``eval(func_call)`` returns, for a call of a public method of an instance in ``reachable`` (the
+    name BFCL prefixed) with literal arguments, or a literal; see the module's docstring."""
+    compile(source, "<string>", "eval")  # compiled, not run: every SyntaxError eval would raise, as eval's
+    tree = ast.parse(source, "<string>", "eval").body
     if not isinstance(tree, ast.Call):
         return literal(tree)
     function = tree.func
     if isinstance(function, ast.Name):
         raise NameError(f"name '{function.id}' is not defined")
     if not (isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name)
-            and isinstance(namespace.get(function.value.id), classes) and not function.attr.startswith("_")):
+            and function.value.id in reachable and function.value.id in namespace
+            and not function.attr.startswith("_")):
         raise NotRun("not run: only a listed function's call with literal arguments is run")
     if any(isinstance(argument, ast.Starred) for argument in tree.args) or any(
             keyword.arg is None for keyword in tree.keywords):
@@ -143,12 +174,13 @@ def bounded(function: Callable[..., Any], *args: Any, cpu_s: int = CPU_S, memory
                 start = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
             resource.setrlimit(resource.RLIMIT_AS, (start + (memory_mb << 20),) * 2)
             try:
-                payload = {"ok": function(*args)}
+                data = json.dumps({"ok": function(*args)}).encode()
+                if len(data) > OUTPUT_MB << 20:
+                    data = json.dumps({"over": f"over its output budget ({OUTPUT_MB} MB)"}).encode()
             except (OverBudget, MemoryError) as exc:
-                payload = {"over": f"over its memory budget ({memory_mb} MB): {exc}"}
+                data = json.dumps({"over": f"over its memory budget ({memory_mb} MB): {exc}"}).encode()
             except Exception as exc:  # reported to the parent, which names it
-                payload = {"raised": f"{type(exc).__name__}: {exc}"}
-            data = json.dumps(payload).encode()
+                data = json.dumps({"raised": f"{type(exc).__name__}: {exc}"}).encode()
             view = memoryview(data)
             while view:
                 view = view[os.write(write_end, view):]

@@ -184,8 +184,8 @@ class Executor:
             raise ValueError(f"BFCL's executor did not start: {ready}")
 
     def read(self, timeout: float, waiting_for: str) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
+        deadline, chunks = time.monotonic() + timeout, [self.buffer]
+        while b"\n" not in chunks[-1]:  # each chunk looked at once: an answer of megabytes reads in linear time
             left = deadline - time.monotonic()
             ready = left > 0 and select.select([self.process.stdout], [], [], left)[0]
             chunk = os.read(self.process.stdout.fileno(), 1 << 20) if ready else b""
@@ -195,8 +195,8 @@ class Executor:
                 tail = self.errors.read()[-3000:].decode(errors="replace")
                 how = "ended" if ready else f"did not answer within {timeout:g} s"
                 raise RuntimeError(f"BFCL's executor {how} (waiting for its {waiting_for}); its error output: {tail}")
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
+            chunks.append(chunk)
+        line, self.buffer = b"".join(chunks).split(b"\n", 1)
         return json.loads(line)
 
     def __call__(self, question: str, steps: list[list[str]]) -> tuple[str, Any]:

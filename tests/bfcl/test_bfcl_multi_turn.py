@@ -102,6 +102,7 @@ def test_a_verdict_on_a_wrong_answer_is_bfcls_checker_run_as_bfcl_runs_it(execut
             entry, entry["ground_truth"][turn]),
     }
     compared = wrong = 0
+    ours = multi_turn_utils.eval
     for name, answer in variants.items():
         for category in ("multi_turn_base", "multi_turn_miss_param"):
             entries, played = play(category, 15, answer, executor)
@@ -111,8 +112,11 @@ def test_a_verdict_on_a_wrong_answer_is_bfcls_checker_run_as_bfcl_runs_it(execut
                 decoded = [[calls for response in turn if (calls := bfcl_multi_turn.decode_execute(response))]
                            for turn in record["turns"]]
                 multi_turn_utils.eval = eval  # BFCL's own, for the direct run
-                direct = multi_turn_checker(decoded, entry["ground_truth"], dict(entry), category,
-                                            f"direct_{name}_{category}".replace(" ", "_").replace("'", ""))["valid"]
+                try:
+                    direct = multi_turn_checker(decoded, entry["ground_truth"], dict(entry), category,
+                                                f"direct_{name}_{category}".replace(" ", "_").replace("'", ""))["valid"]
+                finally:
+                    multi_turn_utils.eval = ours
                 assert verdict == direct, (name, record["id"])
                 compared += 1
                 wrong += not direct
@@ -138,6 +142,9 @@ def test_a_verdict_on_a_wrong_answer_is_bfcls_checker_run_as_bfcl_runs_it(execut
         ("gdpo_verl_multi_turn_base_0_gorillafilesystem_instance._load_scenario(scenario={})",
          "Error during execution: not run: only a listed function's call with literal arguments is run"),
         ("cd(folder='document'", "Error during execution: '(' was never closed (<string>, line 1)"),
+        # compiled as eval compiles it: a keyword given twice (two JSON keys naming it) is eval's SyntaxError
+        ("cd(folder='a', folder ='document')", "Error during execution: keyword argument repeated: folder "
+                                               "(<string>, line 1)"),
         # BFCL's own refusals and results are kept
         ("exit()", "Error during execution: Function call exit is not allowed."),
         ("cd(folder='document')", '{"current_working_directory": "document"}'),
@@ -264,3 +271,22 @@ def test_an_executor_that_ends_or_is_missing_is_named():
         executor("multi_turn_base_0", [["ls()"]])
     with pytest.raises(ValueError, match="no Python of BFCL's environment at /nowhere/python"):
         bfcl_multi_turn.Executor("/nowhere/python")
+
+
+def test_the_models_calls_reach_its_own_environments_never_the_ground_truths():
+    """In the checker, the model's calls and the ground truth's run in one process, on instances BFCL names by
+    model name: a call naming the ground truth's instance (its prefix written out, in parentheses so that BFCL's
+    prefixing leaves it alone) is not run, and the verdict stays the checker's on the model's own calls."""
+    entry = bfcl_execution.load_entries("multi_turn_base")["multi_turn_base_1"]
+    target = "gdpo_verl_ground_truth_eval_multi_turn_base_1_gorillafilesystem_instance"
+    tamper = {"name": f"({target}.mkdir)", "parameters": {"dir_name": "pwned"}}
+    turns = [[bfcl.toolrl_response(toolrl_calls(entry, calls) + ([tamper] if index == 1 else [])), DONE]
+             for index, calls in enumerate(entry["ground_truth"])]
+    assert "pwned" in turns[1][0] and bfcl_execution.judge(entry, {"turns": turns}) == (True, "")
+    assert bfcl_execution.replay(entry, [[f"({target}.mkdir)(dir_name='pwned')"]]) == [
+        "Error during execution: not run: only a listed function's call with literal arguments is run"]
+
+
+def test_an_answer_past_the_output_budget_is_over_it():
+    kind, value = bfcl_execution.bounded(lambda: "x" * ((bfcl_execution.OUTPUT_MB << 20) + 1))
+    assert (kind, value) == ("over", f"over its output budget ({bfcl_execution.OUTPUT_MB} MB)")
