@@ -52,8 +52,8 @@ def decode_execute(response: str) -> list[str]:
     """The calls of a response as the handler's ``decode_execute`` writes them for BFCL's executor:
     ``name(key=repr(value), ...)`` for each JSON object a line of the last ``<tool_call>`` block (lines that do not
     parse, entries that are not objects and calls named "None" are left out); no block: ``[]``. A call whose name
-    is not a string or whose parameters are not an object fails the whole response (ValueError), as the handler's
-    does."""
+    is not a string, or whose parameters are not an object (but a call named "None"), fails the whole response
+    (ValueError), as the handler's does."""
     if "<tool_call>" not in response:
         return []
     calls = []
@@ -65,10 +65,12 @@ def decode_execute(response: str) -> list[str]:
         if not isinstance(call, dict):
             continue
         name, parameters = call.get("name", ""), call.get("parameters", {})
-        if not isinstance(name, str) or not isinstance(parameters, dict):
-            raise ValueError(f"a call's name must be a string and its parameters an object: {line[:200]!r}")
-        if name.strip().lower() == "none":
+        if not isinstance(name, str):
+            raise ValueError(f"a call's name must be a string: {line[:200]!r}")
+        if name.strip().lower() == "none":  # before its parameters are read, as the handler's
             continue
+        if not isinstance(parameters, dict):
+            raise ValueError(f"a call's parameters must be an object: {line[:200]!r}")
         calls.append(f"{name}({', '.join(f'{key}={value!r}' for key, value in parameters.items())})")
     return calls
 

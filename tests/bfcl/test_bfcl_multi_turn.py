@@ -257,10 +257,13 @@ def test_calls_are_decoded_as_the_handlers_decode_execute_writes_them(response, 
     assert bfcl_multi_turn.decode_execute(response) == calls
 
 
-@pytest.mark.parametrize("line", ['{"name": 3, "parameters": {}}', '{"name": "f", "parameters": [1]}'])
+@pytest.mark.parametrize("line", ['{"name": 3, "parameters": {}}', '{"name": "f", "parameters": [1]}',
+                                  '{"name": "f", "parameters": null}'])
 def test_a_call_the_handler_cannot_write_fails_the_whole_answer_as_its_does(line):
-    with pytest.raises(ValueError, match="a call's name must be a string and its parameters an object"):
+    with pytest.raises(ValueError, match="a call's (name|parameters) must be"):
         bfcl_multi_turn.decode_execute(f'<tool_call>\n{{"name": "ls", "parameters": {{}}}}\n{line}\n</tool_call>')
+    # a call named None is left out before its parameters are read
+    assert bfcl_multi_turn.decode_execute('<tool_call>\n{"name": "None", "parameters": [1]}\n</tool_call>') == []
 
 
 def test_an_executor_that_ends_or_is_missing_is_named():
