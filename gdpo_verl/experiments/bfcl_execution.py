@@ -202,12 +202,12 @@ def bounded(function: Callable[..., Any], *args: Any, cpu_s: int = CPU_S, memory
             chunks.append(chunk)
     finally:
         os.close(read_end)
-        _, status = os.waitpid(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
     if timed_out:
         return "over", f"past its wall-clock budget ({wall_s:g} s)"
     if os.WIFSIGNALED(status):
         signal_number = os.WTERMSIG(status)
-        if signal_number in (signal.SIGXCPU, signal.SIGKILL):
+        if signal_number in (signal.SIGXCPU, signal.SIGKILL) and usage.ru_utime + usage.ru_stime >= cpu_s:
             return "over", f"over its CPU budget ({cpu_s} s)"
         return "raised", f"the execution's process died of signal {signal.Signals(signal_number).name}"
     try:

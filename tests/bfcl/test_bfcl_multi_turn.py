@@ -293,3 +293,11 @@ def test_the_models_calls_reach_its_own_environments_never_the_ground_truths():
 def test_an_answer_past_the_output_budget_is_over_it():
     kind, value = bfcl_execution.bounded(lambda: "x" * ((bfcl_execution.OUTPUT_MB << 20) + 1))
     assert (kind, value) == ("over", f"over its output budget ({bfcl_execution.OUTPUT_MB} MB)")
+
+
+def test_a_child_killed_before_its_cpu_budget_is_named_not_called_over_it():
+    import os
+    import signal
+
+    kind, value = bfcl_execution.bounded(lambda: os.kill(os.getpid(), signal.SIGKILL))
+    assert (kind, value) == ("raised", "the execution's process died of signal SIGKILL")
