@@ -1,4 +1,6 @@
-"""Every recipe composes with DRY_RUN=1 through verl's real main_ppo (prints the config, runs nothing)."""
+"""Every recipe composes with DRY_RUN=1 through verl's real entry points (prints the config, runs nothing). The
+recipes run in bash as a user runs them; their launches are composed in one process of verl's entry points
+(launches.py says how, and test_a_composed_launch_prints_what_the_recipes_own_process_prints that it is the same)."""
 
 import functools
 import os
@@ -12,6 +14,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from gdpo_verl.verl_adapter.settings import check_config, settings_from_config
+from tests.integration.recipes.launches import Launches
 
 ROOT = Path(__file__).resolve().parents[3] / "recipes"
 # launch.sh and common.sh are sourced by the recipes, not run; cluster scripts start Ray (tested in test_cluster.py).
@@ -21,9 +24,25 @@ RECIPES = sorted(
 MATH = sorted((ROOT / "math_length").glob("r*_*.sh")) + sorted((ROOT / "math_length").glob("qwen*_*.sh"))
 
 
-def dry_run(recipe, *overrides, **environment):
+LAUNCHES: list[Launches] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def launches():
+    """One composing process for this file's recipes (launches.py)."""
+    LAUNCHES.append(Launches())
+    yield LAUNCHES[0]
+    LAUNCHES.pop().close()
+    default_run.cache_clear()
+
+
+def dry_run(recipe, *overrides, composed=True, **environment):
+    """The recipe run with DRY_RUN=1; its launches composed by this file's composing process, or with
+    ``composed=False`` each by a process of its own, as a user's run makes them."""
     env = {**os.environ, "DRY_RUN": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            **environment}
+    if composed:
+        env = LAUNCHES[0].environment(env)
     return subprocess.run(["bash", str(recipe), *overrides], capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -35,6 +54,25 @@ def default_run(recipe):
 
 def configs(output):
     return [OmegaConf.create(document) for document in yaml.safe_load_all(output) if document]
+
+
+@pytest.mark.parametrize(("environment", "overrides"), [
+    ({}, ()),  # verl.trainer.main_ppo on gdpo-verl's packaged config
+    ({"TRAINER": "one_step_off"}, ()),  # the experimental entry points, on their own configs
+    ({"TRAINER": "fully_async"}, ()),
+    ({}, ("algorithm.no_such_key=1",)),  # refused by hydra
+], ids=["main_ppo", "one_step_off", "fully_async", "refused"])
+def test_a_composed_launch_prints_what_the_recipes_own_process_prints(environment, overrides):
+    recipe = ROOT / "math_length" / "r1_1.5b_gdpo.sh"
+    own = dry_run(recipe, *overrides, composed=False, **environment)
+    composed = dry_run(recipe, *overrides, **environment)
+    assert (composed.returncode, composed.stdout) == (own.returncode, own.stdout)
+    if overrides:
+        assert own.returncode == 1
+        refusal = next(line for line in own.stderr.splitlines() if "no_such_key" in line)
+        assert refusal in composed.stderr.splitlines()
+    else:
+        assert own.returncode == 0 and len(configs(own.stdout)) == 1
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda path: path.name)
