@@ -11,8 +11,10 @@ env_stamp() {
 }
 
 env_is_set_up() {
-    if [ ! -x "$1/bin/python" ]; then
-        "${PYTHON:-python3}" -m venv "$1"
+    # (called as an if's condition, where set -e does not stop the script: a failure here stops it explicitly)
+    if [ ! -x "$1/bin/python" ] && ! "${PYTHON:-python3}" -m venv "$1"; then
+        echo "could not create the environment $1 with ${PYTHON:-python3} -m venv" >&2
+        exit 2
     fi
     if [ -f "$1/.gdpo-verl-setup" ] && [ "$(cat "$1/.gdpo-verl-setup")" = "$(env_stamp "$@")" ]; then
         return 0

@@ -4,10 +4,11 @@
 #   TIER=full    everything (the default; what CI runs)
 #   TIER=quick   everything but the CPU training runs (-m "not cpu_training"); .venv-cpu-training is not needed
 #
-# Steps 2 and 3's environments (scripts/setup_bfcl_env.sh, setup_env.sh and, for the full tier on Linux x86_64,
-# setup_cpu_training_env.sh) are set up one after another in the background while step 1 runs in one process: on
-# 2 cores that leaves the other core to pip. Their output goes to $SETUP_LOG (a temporary file unless set), shown
-# when they are done; if one fails, the script stops there with the end of that output, after step 1.
+# Steps 2 and 3's environments are set up in the background while step 1 runs in one process (on 2 cores that leaves
+# the other core to pip): step 2's (scripts/setup_bfcl_env.sh), and beside it step 3's (setup_env.sh, then for the
+# full tier on Linux x86_64 setup_cpu_training_env.sh), so that step 2 can run while step 3's are still set up.
+# Their output goes to bfcl.log and main.log in $SETUP_LOGS (a temporary folder unless set), shown when they are
+# done; if one fails, the script stops with the end of its output when the step that needs it comes.
 #
 # 1. tests/unit (the core and the reward functions) in .venv-unit: an environment holding only torch, numpy,
 #    pytest, hypothesis, math-verify (with the ANTLR runtime verl's hydra-core pins, whose parser the math reward
@@ -37,20 +38,33 @@ CPU_TRAINING=0
 if [ "$TIER" = full ] && [ "$(uname -s)/$(uname -m)" = "Linux/x86_64" ]; then
     CPU_TRAINING=1
 fi
-SETUP_LOG=${SETUP_LOG:-$(mktemp "${TMPDIR:-/tmp}/gdpo-verl-setup.XXXXXX")}
-# in a process group of its own (set -m), so that the script stopping early stops the set-ups with it
+SETUP_LOGS=${SETUP_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/gdpo-verl-setup.XXXXXX")}
+mkdir -p "$SETUP_LOGS"
+# each in a process group of its own (set -m), so that the script stopping early stops the set-ups with it
 set -m
+bash scripts/setup_bfcl_env.sh > "$SETUP_LOGS/bfcl.log" 2>&1 &
+BFCL_SETUP=$!
 (
-    bash scripts/setup_bfcl_env.sh
     bash scripts/setup_env.sh
     if [ "$CPU_TRAINING" = 1 ]; then
         bash scripts/setup_cpu_training_env.sh
     fi
-) > "$SETUP_LOG" 2>&1 &
-SETUP=$!
+) > "$SETUP_LOGS/main.log" 2>&1 &
+MAIN_SETUP=$!
 set +m
-trap 'kill -- -"$SETUP" 2>/dev/null || true' EXIT
-echo "test.sh: setting up the environments of tests/bfcl and the main run in the background (log: $SETUP_LOG)"
+trap 'kill -- -"$BFCL_SETUP" -"$MAIN_SETUP" 2>/dev/null || true' EXIT
+echo "test.sh: setting up the environments of tests/bfcl and the main run in the background (logs in $SETUP_LOGS)"
+
+# set_up PID LOG WHAT: wait for that background set-up; stop the script, with the end of its log, if it failed
+set_up() {
+    if ! wait "$1"; then
+        echo "test.sh: setting up the environment of $3 failed; the end of its output (all of it in" \
+             "$SETUP_LOGS/$2):" >&2
+        tail -n 40 "$SETUP_LOGS/$2" >&2
+        exit 1
+    fi
+    cat "$SETUP_LOGS/$2"
+}
 
 UNIT_VENV=${UNIT_VENV:-.venv-unit}
 if [ ! -x "$UNIT_VENV/bin/python" ]; then
@@ -63,14 +77,10 @@ fi
 "$UNIT_VENV/bin/python" -m pip install --quiet --no-deps -e .
 "$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider tests/unit
 
-if ! wait "$SETUP"; then
-    echo "test.sh: setting up the test environments failed; the end of its output (all of it in $SETUP_LOG):" >&2
-    tail -n 40 "$SETUP_LOG" >&2
-    exit 1
-fi
-cat "$SETUP_LOG"
+set_up "$BFCL_SETUP" bfcl.log tests/bfcl
 "${BFCL_VENV:-.venv-bfcl}/bin/python" -m pytest -q -p no:cacheprovider tests/bfcl
 
+set_up "$MAIN_SETUP" main.log "the main run"
 VENV=${VENV:-.venv}
 # tests/unit and tests/bfcl ran in steps 1 and 2: left out here unless the arguments name tests to run (a path under
 # tests/)
