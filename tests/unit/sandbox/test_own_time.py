@@ -33,10 +33,11 @@ def test_a_program_that_sleeps_on_every_test_case_is_out_of_time_at_cpu_s():
 
 def test_a_program_that_waits_for_a_cpu_on_a_busy_host_is_not_stopped():
     # three processes spin on the one CPU the run may use: it waits for a CPU most of its wall clock, which is the
-    # host's doing, not its own time
+    # host's doing, not its own time. Each in a session of its own: the sandbox runs in its own, and where the kernel
+    # shares a CPU between sessions first (autogroups), three busy processes of one session would leave it half
     cpu = min(os.sched_getaffinity(0))
     hogs = [subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n"
-                                                    "    pass"]) for _ in range(3)]
+                                                    "    pass"], start_new_session=True) for _ in range(3)]
     saved = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {cpu})  # the sandbox's processes inherit it
     sandbox = Sandbox("local", Limits(wall_s=20, cpu_s=1, memory_mb=256, processes=8, file_mb=4, output_kb=256))
