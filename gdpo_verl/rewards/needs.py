@@ -1,5 +1,5 @@
 """What a reward function needs of a training run, declared by the reward itself: ``compute_score.needs``, a
-``RewardNeeds``. The config check (``gdpo_verl/verl_adapter/settings.py``) reads it from the function
+``RewardNeeds``. The config check (``gdpo_verl/verl_adapter/reward_config.py``) reads it from the function
 ``reward.custom_reward_function`` names, for a reward loaded as ``pkg://<module>``, before Ray starts; a reward
 without it needs nothing of gdpo-verl's checks. No verl.
 """

@@ -42,7 +42,8 @@ from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManage
 
 from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, find_reward
-from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY, reward_timeout, sandboxed_reward_kwargs
+from gdpo_verl.verl_adapter.reward_config import sandboxed_reward_kwargs
+from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY, reward_timeout
 
 
 def reward_signature(components: Sequence[float | None]) -> float:

@@ -53,7 +53,8 @@ from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, fill_unapplied
 from gdpo_verl.verl_adapter.estimator import Step, current_step, observe, running
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME, OUR_ESTIMATORS
-from gdpo_verl.verl_adapter.settings import check_config, observes, reward_node_check, settings_from_config
+from gdpo_verl.verl_adapter.reward_config import reward_node_check
+from gdpo_verl.verl_adapter.settings import check_config, observes, settings_from_config
 from gdpo_verl.verl_adapter.touch_points import (FULLY_ASYNC_TRAINER, LEGACY_TRAINER, MAIN_PPO, REWARD_LOOP,
                                                  REWARD_MANAGERS, SEPARATION_TRAINER, V1_TRAINER, actor_class,
                                                  require)
@@ -136,7 +137,7 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
 
 class _NodesCheckedFirst:
     """verl's TaskRunner actor class, started only after every Ray node passed ``require_plugin_on_every_node``
-    and, when the run's reward runs programs in a sandbox (``reward_check``: ``settings.reward_node_check``), started
+    and, when the run's reward runs programs in a sandbox (``reward_check``: ``reward_config.reward_node_check``), started
     one there (``require_reward_on_every_node``): ``run_ppo`` calls ``.remote()`` or ``.options(...).remote()`` once
     Ray is up, before any model is loaded."""
 

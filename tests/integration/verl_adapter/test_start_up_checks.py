@@ -92,7 +92,7 @@ def test_a_coding_reward_on_sandbox_fusion_is_checked_against_verls_sandbox_fusi
 def test_the_coding_reward_reads_sandbox_fusion_from_verls_older_top_level_place_too():
     from omegaconf import OmegaConf
 
-    from gdpo_verl.verl_adapter.settings import sandboxed_reward_kwargs
+    from gdpo_verl.verl_adapter.reward_config import sandboxed_reward_kwargs
 
     reward = {"custom_reward_function": {"path": "pkg://gdpo_verl.rewards.coding", "reward_kwargs": {"sandbox": "fusion"}},
               "sandbox_fusion": {"url": None}}

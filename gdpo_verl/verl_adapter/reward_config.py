@@ -1,0 +1,105 @@
+"""The run's reward as verl's config names it (``reward.custom_reward_function``), read in the driver before Ray
+starts: what the reward declares it needs of a run (``compute_score.needs``, gdpo_verl/rewards/needs.py), its
+reward_kwargs with verl's Sandbox Fusion settings, and, for a reward that runs programs in a sandbox, that sandbox
+started on this node. ``settings.check_config`` calls it; the "gdpo_verl" reward manager and the trainer hooks read
+the same reward_kwargs and node check from here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from gdpo_verl.rewards.needs import RewardNeeds
+
+
+def _get(config: Any, key: str, default: Any = None) -> Any:
+    return config.get(key, default) if hasattr(config, "get") else getattr(config, key, default)
+
+
+PKG_PREFIX = "pkg://"  # a reward loaded as a module (verl.utils.import_utils.load_module), not from a file
+
+
+def reward_needs(config: Any) -> RewardNeeds:
+    """What the reward ``reward.custom_reward_function`` names declares it needs (``compute_score.needs``,
+    ``gdpo_verl/rewards/needs.py``), for a reward loaded as ``pkg://<module>``: the module is imported here, in the
+    driver before Ray starts, as verl imports it in its reward workers. A reward from a file, or one that declares
+    nothing, needs nothing of these checks. A module that cannot be imported here, or that has no function of that
+    name, is refused naming why."""
+    function = reward_function(config)
+    path = _get(function, "path") if function is not None else None
+    if not isinstance(path, str) or not path.startswith(PKG_PREFIX):
+        return RewardNeeds()
+    module_name, name = path[len(PKG_PREFIX):].replace("/", "."), _get(function, "name") or "compute_score"
+    where = f"reward.custom_reward_function.path={path}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):  # it, or a package above it
+            raise ValueError(f"{where}: there is no module {module_name} here. Name an installed module "
+                             "(pkg://gdpo_verl.rewards.math_length, ...) or a file.") from exc
+        raise ValueError(f"{where}: importing it failed ({exc}). gdpo-verl reads what the reward declares it needs "
+                         "(compute_score.needs) in the driver, before Ray starts: install what it imports on this "
+                         "node too, or load the reward from a file.") from exc
+    except Exception as exc:
+        raise ValueError(f"{where}: importing it failed ({type(exc).__name__}: {exc}). gdpo-verl reads what the "
+                         "reward declares it needs (compute_score.needs) in the driver, before Ray starts.") from exc
+    if not callable(getattr(module, name, None)):
+        raise ValueError(f"reward.custom_reward_function.name={name} is not a function of {module_name}; "
+                         "name the reward function the module defines (compute_score for gdpo-verl's rewards).")
+    needs = getattr(getattr(module, name), "needs", None)
+    if needs is not None and not isinstance(needs, RewardNeeds):
+        raise ValueError(f"{module_name}.{name}.needs must be a gdpo_verl.rewards.needs.RewardNeeds; got "
+                         f"{type(needs).__name__}.")
+    return needs or RewardNeeds()
+
+
+def sandboxed_reward_kwargs(config: Any) -> dict | None:
+    """The reward_kwargs of a reward that runs programs in gdpo-verl's sandbox (its ``node_check``), else None.
+    They carry verl's ``reward.sandbox_fusion`` settings as ``sandbox_fusion`` (verl itself passes those only to
+    its own scorers): what the sandbox checks and the "gdpo_verl" reward manager give the reward. A url set while
+    the reward runs programs elsewhere is refused (``CodingReward.sandbox``), not ignored."""
+    return _with_sandbox_fusion(config) if reward_needs(config).node_check is not None else None
+
+
+def reward_node_check(config: Any) -> tuple[Any, dict, str] | None:
+    """For a reward that runs programs in a sandbox (its declared ``node_check``): the check, the reward_kwargs it
+    is run with (``sandboxed_reward_kwargs``) and the reward's name for messages; else None."""
+    node_check = reward_needs(config).node_check
+    if node_check is None:
+        return None
+    path = _get(reward_function(config), "path")
+    return node_check, _with_sandbox_fusion(config), path[len(PKG_PREFIX):].replace("/", ".")
+
+
+def _with_sandbox_fusion(config: Any) -> dict:
+    """The reward's reward_kwargs, with verl's ``reward.sandbox_fusion`` settings as ``sandbox_fusion``."""
+    reward = _get(config, "reward")
+    reward_kwargs = dict(_get(reward_function(config), "reward_kwargs") or {})
+    if "sandbox_fusion" in reward_kwargs:
+        raise ValueError("reward.custom_reward_function.reward_kwargs.sandbox_fusion: Sandbox Fusion's address and "
+                         "limits are verl's own settings; set reward.sandbox_fusion.url (.max_concurrent, "
+                         ".memory_limit_mb) instead.")
+    fusion = _get(reward, "sandbox_fusion")
+    if fusion is None or not _get(fusion, "url"):
+        fusion = _get(config, "sandbox_fusion")  # verl's earlier place for it, which verl still moves over
+    if fusion is not None and _get(fusion, "url"):
+        reward_kwargs["sandbox_fusion"] = {name: _get(fusion, name) for name in ("url", "max_concurrent",
+                                                                                 "memory_limit_mb")}
+    return reward_kwargs
+
+
+def reward_function(config: Any) -> Any:
+    """``reward.custom_reward_function``, or None."""
+    reward = _get(config, "reward")
+    return _get(reward, "custom_reward_function") if reward is not None else None
+
+
+def check_reward_on_this_node(config: Any) -> None:
+    """A reward that runs programs in a sandbox: on this (the driver's) node, start one before Ray starts, and stop
+    with the node's problem and its fix if it cannot (every other node is checked once Ray is up, before the
+    TaskRunner starts: trainer_hooks; each reward worker checks its own node again when it starts)."""
+    reward_check = reward_node_check(config)
+    if reward_check is not None:
+        node_check, reward_kwargs, _ = reward_check
+        node_check(**reward_kwargs)
