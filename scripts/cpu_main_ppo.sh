@@ -51,6 +51,10 @@ export VERL_USE_EXTERNAL_MODULES=gdpo_verl.verl_adapter.cpu_platform VERL_PLATFO
 export VERL_ENGINE_DEVICE=cuda
 export VERL_FILE_LOGGER_PATH="$OUT/metrics.jsonl"
 export TOKENIZERS_PARALLELISM=false
+# vLLM's KV cache on the CPU: 1 GiB (vLLM's CPU build reads it in GiB). Without it vLLM gives the cache
+# rollout.gpu_memory_utilization of the machine's memory less what its own process holds, about 1 GiB, which on a
+# small machine leaves nothing and vLLM refuses to start.
+export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 unset RAY_ADDRESS
 # Ray starts its workers, and so every actor of the run and vLLM's engine under them, at nice 15: beside other work of
 # the same session (a busy process started from the same shell) they got about 3% of a core and the start-up took

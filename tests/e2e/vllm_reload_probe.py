@@ -108,9 +108,11 @@ def main() -> int:
 
     from vllm import LLM, SamplingParams
 
+    # a KV cache of a fixed size (vLLM's CPU build otherwise gives it a share of the machine's memory less this
+    # process's own, which depends on the machine)
     llm = LLM(
         model=str(path), dtype="bfloat16", enforce_eager=True, max_model_len=64, max_num_seqs=4,
-        max_num_batched_tokens=256, gpu_memory_utilization=0.1, distributed_executor_backend="uni", seed=0,
+        max_num_batched_tokens=256, kv_cache_memory_bytes=1 << 28, distributed_executor_backend="uni", seed=0,
         worker_extension_cls="verl.workers.rollout.vllm_rollout.utils.vLLMColocateWorkerExtension",
     )
     token_ids = llm.get_tokenizer()(PROMPT)["input_ids"]
