@@ -211,7 +211,8 @@ def bounded(function: Callable[..., Any], *args: Any, cpu_s: int = CPU_S, memory
         return "over", f"past its wall-clock budget ({wall_s:g} s)"
     if os.WIFSIGNALED(status):
         signal_number = os.WTERMSIG(status)
-        if signal_number in (signal.SIGXCPU, signal.SIGKILL) and usage.ru_utime + usage.ru_stime >= cpu_s - USAGE_SLACK_S:
+        used = usage.ru_utime + usage.ru_stime
+        if signal_number in (signal.SIGXCPU, signal.SIGKILL) and used >= cpu_s - USAGE_SLACK_S:
             return "over", f"over its CPU budget ({cpu_s} s)"
         return "raised", f"the execution's process died of signal {signal.Signals(signal_number).name}"
     try:

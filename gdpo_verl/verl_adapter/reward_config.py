@@ -13,8 +13,10 @@ from typing import Any
 from gdpo_verl.rewards.needs import RewardNeeds
 
 
-def _get(config: Any, key: str, default: Any = None) -> Any:
+def config_value(config: Any, key: str, default: Any = None) -> Any:
+    """``config[key]`` of an OmegaConf node, a dict or an object (verl's config dataclasses), else ``default``."""
     return config.get(key, default) if hasattr(config, "get") else getattr(config, key, default)
+
 
 
 PKG_PREFIX = "pkg://"  # a reward loaded as a module (verl.utils.import_utils.load_module), not from a file
@@ -27,10 +29,10 @@ def reward_needs(config: Any) -> RewardNeeds:
     nothing, needs nothing of these checks. A module that cannot be imported here, or that has no function of that
     name, is refused naming why."""
     function = reward_function(config)
-    path = _get(function, "path") if function is not None else None
+    path = config_value(function, "path") if function is not None else None
     if not isinstance(path, str) or not path.startswith(PKG_PREFIX):
         return RewardNeeds()
-    module_name, name = path[len(PKG_PREFIX):].replace("/", "."), _get(function, "name") or "compute_score"
+    module_name, name = path[len(PKG_PREFIX):].replace("/", "."), config_value(function, "name") or "compute_score"
     where = f"reward.custom_reward_function.path={path}"
     try:
         module = importlib.import_module(module_name)
@@ -68,31 +70,31 @@ def reward_node_check(config: Any) -> tuple[Any, dict, str] | None:
     node_check = reward_needs(config).node_check
     if node_check is None:
         return None
-    path = _get(reward_function(config), "path")
+    path = config_value(reward_function(config), "path")
     return node_check, _with_sandbox_fusion(config), path[len(PKG_PREFIX):].replace("/", ".")
 
 
 def _with_sandbox_fusion(config: Any) -> dict:
     """The reward's reward_kwargs, with verl's ``reward.sandbox_fusion`` settings as ``sandbox_fusion``."""
-    reward = _get(config, "reward")
-    reward_kwargs = dict(_get(reward_function(config), "reward_kwargs") or {})
+    reward = config_value(config, "reward")
+    reward_kwargs = dict(config_value(reward_function(config), "reward_kwargs") or {})
     if "sandbox_fusion" in reward_kwargs:
         raise ValueError("reward.custom_reward_function.reward_kwargs.sandbox_fusion: Sandbox Fusion's address and "
                          "limits are verl's own settings; set reward.sandbox_fusion.url (.max_concurrent, "
                          ".memory_limit_mb) instead.")
-    fusion = _get(reward, "sandbox_fusion")
-    if fusion is None or not _get(fusion, "url"):
-        fusion = _get(config, "sandbox_fusion")  # verl's earlier place for it, which verl still moves over
-    if fusion is not None and _get(fusion, "url"):
-        reward_kwargs["sandbox_fusion"] = {name: _get(fusion, name) for name in ("url", "max_concurrent",
-                                                                                 "memory_limit_mb")}
+    fusion = config_value(reward, "sandbox_fusion")
+    if fusion is None or not config_value(fusion, "url"):
+        fusion = config_value(config, "sandbox_fusion")  # verl's earlier place for it, which verl still moves over
+    if fusion is not None and config_value(fusion, "url"):
+        reward_kwargs["sandbox_fusion"] = {name: config_value(fusion, name)
+                                           for name in ("url", "max_concurrent", "memory_limit_mb")}
     return reward_kwargs
 
 
 def reward_function(config: Any) -> Any:
     """``reward.custom_reward_function``, or None."""
-    reward = _get(config, "reward")
-    return _get(reward, "custom_reward_function") if reward is not None else None
+    reward = config_value(config, "reward")
+    return config_value(reward, "custom_reward_function") if reward is not None else None
 
 
 def check_reward_on_this_node(config: Any) -> None:

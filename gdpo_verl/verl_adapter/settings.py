@@ -28,6 +28,7 @@ from gdpo_verl.core.conditions import check_conditions
 from gdpo_verl.core.options import COMPUTED, DEFAULTS, GDPO_ONLY, IN_BLOCK, OPTIONS, checked, unread
 from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakpoints, weights_at
 from gdpo_verl.verl_adapter.reward_config import check_reward_on_this_node, reward_function, reward_needs
+from gdpo_verl.verl_adapter.reward_config import config_value as _get
 from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME, OUR_ESTIMATORS
 
 # The packaged config, whose algorithm.gdpo block is rendered from core/options.py (a test checks it is).
@@ -200,10 +201,6 @@ def reward_timeout(options: Any) -> float | None:
     value = DEFAULTS["reward_timeout_s"] if options is None else _get(options, "reward_timeout_s",
                                                                       DEFAULTS["reward_timeout_s"])
     return checked("reward_timeout_s", value, OPTIONS["reward_timeout_s"].key)
-
-
-def _get(config: Any, key: str, default: Any = None) -> Any:
-    return config.get(key, default) if hasattr(config, "get") else getattr(config, key, default)
 
 
 def _reward_keys(raw: Any) -> tuple[str, ...]:

@@ -22,11 +22,15 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 # A launch composes in well under a second once verl is imported; the first waits for the import.
 LAUNCH_TIMEOUT_S = 300
 START_TIMEOUT_S = 120
+# How often the composing process, waiting for a launch, looks whether the test process that started it is still
+# there: it ends when that process has (a pytest worker killed cannot close it).
+PARENT_CHECK_S = 10
 
 
 def _send(connection: socket.socket, message: dict) -> None:
@@ -84,6 +88,7 @@ def _compose(request: dict) -> dict:
 
 
 def serve(path: str) -> None:
+    parent = os.getppid()
     # the answers go over the socket; anything written to this process's stdout goes to its stderr
     os.dup2(2, 1)
     import verl.trainer.main_ppo  # noqa: F401 - imported once, for every launch
@@ -91,9 +96,15 @@ def serve(path: str) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(path)
         server.listen()
+        server.settimeout(PARENT_CHECK_S)
         print("ready", file=sys.stderr, flush=True)
         while True:
-            connection, _ = server.accept()
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                if os.getppid() != parent:
+                    return  # the test process that started this one is gone
+                continue
             with connection:
                 connection.settimeout(LAUNCH_TIMEOUT_S)
                 _send(connection, _compose(_receive(connection)))
@@ -124,8 +135,6 @@ class Launches:
         self._wait_ready()
 
     def _wait_ready(self) -> None:
-        import time
-
         deadline = time.monotonic() + START_TIMEOUT_S
         while "ready" not in self._errors.read_text().splitlines():
             if self._process.poll() is not None:
