@@ -8,7 +8,8 @@
 # the other core to pip): step 2's (scripts/setup_bfcl_env.sh), and beside it step 3's (setup_env.sh, then for the
 # full tier on Linux x86_64 setup_cpu_training_env.sh), so that step 2 can run while step 3's are still set up.
 # Their output goes to bfcl.log and main.log in $SETUP_LOGS (a temporary folder unless set), shown when they are
-# done; if one fails, the script stops with the end of its output when the step that needs it comes.
+# done; if one fails, the script stops with the end of its output when the step that needs it comes. They run at a
+# lower priority (nice 10): step 1's tests, some of which watch how a program uses its time, come first.
 #
 # 1. tests/unit (the core and the reward functions) in .venv-unit: an environment holding only torch, numpy,
 #    pytest, hypothesis, math-verify (with the ANTLR runtime verl's hydra-core pins, whose parser the math reward
@@ -42,9 +43,10 @@ SETUP_LOGS=${SETUP_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/gdpo-verl-setup.XXXXXX")}
 mkdir -p "$SETUP_LOGS"
 # each in a process group of its own (set -m), so that the script stopping early stops the set-ups with it
 set -m
-bash scripts/setup_bfcl_env.sh > "$SETUP_LOGS/bfcl.log" 2>&1 &
+nice -n 10 bash scripts/setup_bfcl_env.sh > "$SETUP_LOGS/bfcl.log" 2>&1 &
 BFCL_SETUP=$!
 (
+    renice -n 10 -p "$BASHPID" > /dev/null
     bash scripts/setup_env.sh
     if [ "$CPU_TRAINING" = 1 ]; then
         bash scripts/setup_cpu_training_env.sh

@@ -33,6 +33,9 @@ logger = logging.getLogger("gdpo_verl")
 # A fresh process imports sympy and math-verify before its first answer: each start gets this long, then the pool
 # reports it (RuntimeError, on this call and every later one). It is not counted in a call's deadline.
 STARTUP_TIMEOUT_S = 120.0
+# A process that closed its output while starting is exiting: the kernel has it exit within this (a busy machine
+# takes a moment between the two).
+EXIT_AFTER_CLOSE_S = 10.0
 
 # The child's replies.
 CORRECT, WRONG, HEDGED, UNDECIDED, GOLD_UNREADABLE = "1", "0", "h", "?", "g"
@@ -187,6 +190,7 @@ class _Worker:
         )
         self._buffer = b""
         self.ready = False
+        self.output_closed = False  # its end of the pipe is closed: it exited, or is exiting
 
     def _read_line(self, deadline: float) -> str | None:
         """The next line, or None at the deadline or when the process closed its output. Reads the pipe's file
@@ -198,6 +202,7 @@ class _Worker:
                 return None
             chunk = os.read(descriptor, 65536)
             if not chunk:
+                self.output_closed = True
                 return None
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
@@ -207,12 +212,22 @@ class _Worker:
         """Whether the process has finished its imports by ``deadline``; RuntimeError if it died starting."""
         if not self.ready:
             line = self._read_line(deadline)
-            if line is None and self.process.poll() is not None:
+            if line is None and self.output_closed:
+                # its output closes before the kernel has it exit (before, this read as a start still under way
+                # when the machine was busy, and the error said it had not started in time)
+                try:
+                    code = self.process.wait(timeout=EXIT_AFTER_CLOSE_S)
+                except subprocess.TimeoutExpired:
+                    code = f"unknown (it closed its output but had not exited {EXIT_AFTER_CLOSE_S:g} s later)"
                 raise RuntimeError(
-                    f"the math-verify checker process exited with code {self.process.returncode} while starting; "
+                    f"the math-verify checker process exited with code {code} while starting; "
                     "is math-verify installed in this environment (pip install math-verify)? Run "
                     f"`{sys.executable} -m gdpo_verl.rewards.verifier` to see its error."
                 )
+            if line is not None and line != "ready":
+                raise RuntimeError(f"the math-verify checker process printed {line[:200]!r} while starting, where "
+                                   f"it prints 'ready'; run `{sys.executable} -m gdpo_verl.rewards.verifier` to see "
+                                   "what it prints.")
             self.ready = line == "ready"
         return self.ready
 
