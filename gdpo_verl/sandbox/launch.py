@@ -23,10 +23,10 @@ WORK_ENTRIES = 4096
 def bwrap_command(bwrap: str, python: str, image_mounts: list[str], limits: Limits, hash_seed: int, source: int,
                   program: int, filter_fd: int, status: int, control: int) -> list[str]:
     """bubblewrap's command for a session's sandbox, whose first process is the interpreter
-    (``programs/interpreter.py``, read from descriptor ``source`` into /interpreter.py), with every namespace of its
-    own and capabilities in its own user namespace only (it makes each test case's namespaces; the program's
-    process drops them all). The interpreter gets the descriptors ``program``, ``filter_fd`` (the test cases'
-    filter) and ``control`` (its socket); ``status`` is bubblewrap's status pipe. ``hash_seed``: python's hash seed,
+    (``programs/interpreter.py``, compiled: read from descriptor ``source`` into /interpreter.pyc), with every
+    namespace of its own and capabilities in its own user namespace only (it makes each test case's namespaces; the
+    program's process drops them all). The interpreter gets the descriptors ``program``, ``filter_fd`` (the test
+    cases' filter) and ``control`` (its socket); ``status`` is bubblewrap's status pipe. ``hash_seed``: python's hash seed,
     the same for every sandbox of a ``Sandbox`` (a sandbox started anew is not told apart by its hashes)."""
     # /dev: only these nodes (made read-only by the interpreter: bubblewrap's --remount-ro would add nodev), under a
     # read-only tmpfs: no devpts (the pseudo-terminals a host's containers share), no /dev/shm
@@ -44,11 +44,11 @@ def bwrap_command(bwrap: str, python: str, image_mounts: list[str], limits: Limi
         # the system: the image (image.py), a tmpfs, read-only
         *image_mounts, "--proc", "/proc", "--tmpfs", "/dev", *devices,
         "--dir", "/work", "--symlink", "/work", "/tmp", "--chdir", "/",
-        "--file", str(source), "/interpreter.py", "--remount-ro", "/dev", "--remount-ro", "/",
+        "--file", str(source), "/interpreter.pyc", "--remount-ro", "/dev", "--remount-ro", "/",
         "--json-status-fd", str(status),
         # not -I: it would ignore PYTHONHASHSEED (the environment is bubblewrap's, cleared but for what is set here)
         "--setenv", "PYTHONHASHSEED", str(hash_seed),
-        "--", python, "-s", "-B", "/interpreter.py", str(control), str(program), str(filter_fd),
+        "--", python, "-s", "-B", "/interpreter.pyc", str(control), str(program), str(filter_fd),
         str(limits.file_mb * 2**20), str(WORK_ENTRIES),
     ]
 

@@ -17,6 +17,7 @@ one a kernel adds. Refused calls fail with EPERM; ``clone3`` fails with ENOSYS, 
 
 from __future__ import annotations
 
+import functools
 import struct
 
 from gdpo_verl.sandbox.syscalls import AUDIT_ARCH, NUMBERS
@@ -104,6 +105,7 @@ _LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 _NR, _ARCH, _ARG0 = 0, 4, 16
 
 
+@functools.cache  # built once per machine: each session's sandbox gets the same
 def seccomp_filter(machine: str) -> bytes:
     """The classic-BPF program (``struct sock_filter`` array) for ``machine`` (``x86_64`` or ``aarch64``): the calls
     above allowed, ``clone`` without ``CLONE_REFUSED_FLAGS``, the calls of ``ARGUMENTS`` with those arguments and

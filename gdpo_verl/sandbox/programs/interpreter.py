@@ -1,5 +1,5 @@
-"""A session's interpreter (local mode): the first process of its sandbox, run by path (``/interpreter.py``) as
-``python -s -B /interpreter.py CONTROL PROGRAM FILTER FILE_BYTES WORK_ENTRIES``.
+"""A session's interpreter (local mode): the first process of its sandbox, compiled once by the image's python
+(``image.py``) and run by path as ``python -s -B /interpreter.pyc CONTROL PROGRAM FILTER FILE_BYTES WORK_ENTRIES``.
 
 It imports the standard modules programs use most, reads the program (descriptor PROGRAM) and compiles it once, and
 answers "R" (or "E" and the error, as python reports it, when the program does not compile; "F" and why when the

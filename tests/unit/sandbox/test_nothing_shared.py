@@ -192,7 +192,7 @@ MOUNTS = r"""
 import os
 flags = []
 for path in ("/", "/usr", "/lib", "/dev", "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
-             "/interpreter.py", "/work"):
+             "/interpreter.pyc", "/work"):
     if os.path.lexists(path):
         flags.append(f"{path}:{'ro' if os.statvfs(path).f_flag & os.ST_RDONLY else 'rw'}")
 try:

@@ -219,6 +219,21 @@ def test_a_program_that_does_not_compile_fails_every_run_as_python_reports_it(sa
                for outcome in outcomes)
 
 
+def test_a_python_that_cannot_compile_the_session_s_interpreter_is_a_refusal_naming_it(monkeypatch):
+    # the image's python compiles the session's interpreter once (image.py), before any of the image is copied
+    from gdpo_verl.sandbox import image
+
+    monkeypatch.setattr(image, "_images", {})
+    monkeypatch.setattr(image, "_COMPILE", "import sys; sys.exit('SyntaxError: a python too old')")
+    sandbox = Sandbox("local")
+    try:
+        refusal = sandbox.refusal()
+    finally:
+        sandbox.close()
+    assert "could not compile the sandbox's own program" in refusal and "a python too old" in refusal, refusal
+    assert sandbox.python in refusal
+
+
 def test_files_a_run_leaves_go_with_it_and_a_killed_interpreter_is_replaced_for_the_next_run(sandbox):
     # a run that leaves many files: they go with its tmpfs (before, more than 256 ended the sandbox); a run whose
     # memory makes the kernel take the interpreter: the next run gets a fresh sandbox, and its own outcome stands
