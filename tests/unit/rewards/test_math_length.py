@@ -263,7 +263,9 @@ def _checker_processes() -> list[int]:
     return found
 
 
-SLOW = "(" * 6 + "1" + ")" * 6  # passes the guards and takes math-verify about half a second
+# passes the guards and takes math-verify about 1.5 s in a fresh checker process on the test machine (its parser's first
+# look at each depth of nesting; 0.3 s at a depth of 6, which a fast day brought down to the 0.3 s timeouts below)
+SLOW = "(" * 20 + "1" + ")" * 20
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="counts child processes through /proc (Linux)")
@@ -317,7 +319,7 @@ def test_a_busy_pool_is_waited_for_only_until_the_deadline():
     checker = AnswerChecker(workers=1)
     checker.start()
     with ThreadPoolExecutor(max_workers=2) as pool:
-        slow = pool.submit(checker.check, "2", [SLOW], Deadline.after(5))
+        slow = pool.submit(checker.check, "2", [SLOW], Deadline.after(30))
         time.sleep(0.05)
         start = time.monotonic()
         verdict = checker.check("4", ["4"], Deadline(start + 0.1))
