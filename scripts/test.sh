@@ -45,13 +45,11 @@ mkdir -p "$SETUP_LOGS"
 set -m
 nice -n 10 bash scripts/setup_bfcl_env.sh > "$SETUP_LOGS/bfcl.log" 2>&1 &
 BFCL_SETUP=$!
-(
-    renice -n 10 -p "$BASHPID" > /dev/null
+nice -n 10 bash -c 'set -euo pipefail
     bash scripts/setup_env.sh
-    if [ "$CPU_TRAINING" = 1 ]; then
+    if [ "$1" = 1 ]; then
         bash scripts/setup_cpu_training_env.sh
-    fi
-) > "$SETUP_LOGS/main.log" 2>&1 &
+    fi' main-setup "$CPU_TRAINING" > "$SETUP_LOGS/main.log" 2>&1 &
 MAIN_SETUP=$!
 set +m
 trap 'kill -- -"$BFCL_SETUP" -"$MAIN_SETUP" 2>/dev/null || true' EXIT

@@ -34,7 +34,7 @@ logger = logging.getLogger("gdpo_verl")
 # reports it (RuntimeError, on this call and every later one). It is not counted in a call's deadline.
 STARTUP_TIMEOUT_S = 120.0
 # A process that closed its output while starting is exiting: the kernel has it exit within this (a busy machine
-# takes a moment between the two).
+# takes a moment between the two), or by the end of STARTUP_TIMEOUT_S, whichever comes first.
 EXIT_AFTER_CLOSE_S = 10.0
 
 # The child's replies.
@@ -214,16 +214,16 @@ class _Worker:
             line = self._read_line(deadline)
             if line is None and self.output_closed:
                 # its output closes before the kernel has it exit (before, this read as a start still under way
-                # when the machine was busy, and the error said it had not started in time)
+                # when the machine was busy, and the error said it had not started in time); the wait for its exit
+                # is part of the start's bound
+                fix = ("is math-verify installed in this environment (pip install math-verify)? Run "
+                       f"`{sys.executable} -m gdpo_verl.rewards.verifier` to see its error.")
                 try:
-                    code = self.process.wait(timeout=EXIT_AFTER_CLOSE_S)
+                    code = self.process.wait(timeout=max(0.0, min(EXIT_AFTER_CLOSE_S, deadline - time.monotonic())))
                 except subprocess.TimeoutExpired:
-                    code = f"unknown (it closed its output but had not exited {EXIT_AFTER_CLOSE_S:g} s later)"
-                raise RuntimeError(
-                    f"the math-verify checker process exited with code {code} while starting; "
-                    "is math-verify installed in this environment (pip install math-verify)? Run "
-                    f"`{sys.executable} -m gdpo_verl.rewards.verifier` to see its error."
-                )
+                    raise RuntimeError("the math-verify checker process closed its output while starting and had "
+                                       f"not exited by the end of its start's {STARTUP_TIMEOUT_S:g} s; {fix}") from None
+                raise RuntimeError(f"the math-verify checker process exited with code {code} while starting; {fix}")
             if line is not None and line != "ready":
                 raise RuntimeError(f"the math-verify checker process printed {line[:200]!r} while starting, where "
                                    f"it prints 'ready'; run `{sys.executable} -m gdpo_verl.rewards.verifier` to see "

@@ -19,7 +19,8 @@ One module per concern (docs/coding.md names, for each guarantee, the module and
     teardown.py    ending a run and everything it started
     limits.py      Limits, checked once; outcome.py: Outcome, statuses, SandboxUnavailable; host.py: what is read of
                    the host
-    programs/      what runs inside the sandbox (interpreter.py) and beside it (spawner.py, guardian.py), run by path
+    programs/      what runs inside the sandbox (interpreter.py, compiled once by image.py) and beside it
+                   (spawner.py, guardian.py), run by path
 
 ``Sandbox(mode="none")`` is the documented opt-in for trusted machines: the same limits and a fresh working
 directory per run, without isolation. Nothing ever falls back to it.

@@ -10,7 +10,7 @@ run can open (this image, its own ``/work``, five device nodes) reads the same w
 does no disk I/O at all (its cgroup forbids swap under strict isolation).
 
 The image also holds the session's interpreter (``programs/interpreter.py``) compiled by its python
-(``Image.interpreter``, a .pyc's bytes, which each sandbox gets as ``/interpreter.pyc``): compiled from source, it
+(``Image.session_pyc``, a .pyc's bytes, which each sandbox gets as ``/interpreter.pyc``): compiled from source, it
 cost each session's start about 3 ms of CPU.
 
 One image per interpreter per process, built when its first sandbox starts, under ``/dev/shm`` (it must be a tmpfs
@@ -46,8 +46,9 @@ _PATHS = ("import json, os, sys; print(json.dumps({'executable': os.path.realpat
 
 # a .pyc as python runs one by path: the magic number, 12 bytes it does not read there (PEP 552's flags and source
 # stamp), then the code
-_COMPILE = ("import importlib.util, marshal, sys; code = compile(open(sys.argv[1], 'rb').read(), sys.argv[2], 'exec', "
-            "dont_inherit=True); sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code))")
+_COMPILE = ("import importlib.util, marshal, sys; code = compile(open(sys.argv[1], 'rb').read(), sys.argv[2], "
+            "'exec', dont_inherit=True); "
+            "sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code))")
 
 _lock = threading.Lock()
 _images: dict[str, Image] = {}
@@ -63,7 +64,8 @@ def image_for(python: str) -> Image:
 
 class Image:
     """A read-only copy of ``python`` and what it loads under ``root`` (``BASE``/``PREFIX``<owner>-<n>), laid out as
-    on the host. ``mounts()``: bubblewrap's arguments that put it at ``/``."""
+    on the host. ``mounts()``: bubblewrap's arguments that put it at ``/``; ``session_pyc``: the session's
+    interpreter compiled by ``python``."""
 
     def __init__(self, python: str) -> None:
         self.python = python
@@ -71,7 +73,7 @@ class Image:
         _sweep()
         self.root = os.path.join(BASE, f"{PREFIX}{owner(os.getpid())}-{len(_images)}")
         files, trees = self._inventory()
-        self.interpreter = self._compile_interpreter()
+        self.session_pyc = self._compile_session_interpreter()
         needed = sum(os.path.getsize(path) for path in files) + sum(
             os.path.getsize(os.path.join(top, name)) for tree in trees for top, _, names in _walk(tree)
             for name in names)
@@ -119,10 +121,11 @@ class Image:
                                            for name in names if ".so" in name]
         return [found["executable"], *_libraries(objects)], trees
 
-    def _compile_interpreter(self) -> bytes:
-        """``programs/interpreter.py`` compiled by this python: a .pyc's bytes."""
+    def _compile_session_interpreter(self) -> bytes:
+        """``programs/interpreter.py`` compiled by this python: a .pyc's bytes, its code named ``/interpreter.py``
+        (a path no run can make: the sandbox's root is read-only)."""
         try:
-            return subprocess.run([self.python, "-I", "-S", "-c", _COMPILE, INTERPRETER, "programs/interpreter.py"],
+            return subprocess.run([self.python, "-I", "-S", "-c", _COMPILE, INTERPRETER, "/interpreter.py"],
                                   capture_output=True, check=True, timeout=60).stdout
         except subprocess.CalledProcessError as error:
             said = error.stderr.decode("utf-8", "replace").strip()[-300:]

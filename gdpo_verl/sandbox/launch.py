@@ -20,14 +20,14 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 WORK_ENTRIES = 4096
 
 
-def bwrap_command(bwrap: str, python: str, image_mounts: list[str], limits: Limits, hash_seed: int, source: int,
+def bwrap_command(bwrap: str, python: str, image_mounts: list[str], limits: Limits, hash_seed: int, pyc: int,
                   program: int, filter_fd: int, status: int, control: int) -> list[str]:
     """bubblewrap's command for a session's sandbox, whose first process is the interpreter
-    (``programs/interpreter.py``, compiled: read from descriptor ``source`` into /interpreter.pyc), with every
+    (``programs/interpreter.py``, compiled: read from descriptor ``pyc`` into /interpreter.pyc), with every
     namespace of its own and capabilities in its own user namespace only (it makes each test case's namespaces; the
     program's process drops them all). The interpreter gets the descriptors ``program``, ``filter_fd`` (the test
-    cases' filter) and ``control`` (its socket); ``status`` is bubblewrap's status pipe. ``hash_seed``: python's hash seed,
-    the same for every sandbox of a ``Sandbox`` (a sandbox started anew is not told apart by its hashes)."""
+    cases' filter) and ``control`` (its socket); ``status`` is bubblewrap's status pipe. ``hash_seed``: python's hash
+    seed, the same for every sandbox of a ``Sandbox`` (a sandbox started anew is not told apart by its hashes)."""
     # /dev: only these nodes (made read-only by the interpreter: bubblewrap's --remount-ro would add nodev), under a
     # read-only tmpfs: no devpts (the pseudo-terminals a host's containers share), no /dev/shm
     devices = [argument for node in DEVICES for argument in ("--dev-bind", f"/dev/{node}", f"/dev/{node}")]
@@ -44,7 +44,7 @@ def bwrap_command(bwrap: str, python: str, image_mounts: list[str], limits: Limi
         # the system: the image (image.py), a tmpfs, read-only
         *image_mounts, "--proc", "/proc", "--tmpfs", "/dev", *devices,
         "--dir", "/work", "--symlink", "/work", "/tmp", "--chdir", "/",
-        "--file", str(source), "/interpreter.pyc", "--remount-ro", "/dev", "--remount-ro", "/",
+        "--file", str(pyc), "/interpreter.pyc", "--remount-ro", "/dev", "--remount-ro", "/",
         "--json-status-fd", str(status),
         # not -I: it would ignore PYTHONHASHSEED (the environment is bubblewrap's, cleared but for what is set here)
         "--setenv", "PYTHONHASHSEED", str(hash_seed),

@@ -105,7 +105,7 @@ _LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 _NR, _ARCH, _ARG0 = 0, 4, 16
 
 
-@functools.cache  # built once per machine: each session's sandbox gets the same
+@functools.cache  # built once per architecture in a process: each session's sandbox gets the same
 def seccomp_filter(machine: str) -> bytes:
     """The classic-BPF program (``struct sock_filter`` array) for ``machine`` (``x86_64`` or ``aarch64``): the calls
     above allowed, ``clone`` without ``CLONE_REFUSED_FLAGS``, the calls of ``ARGUMENTS`` with those arguments and

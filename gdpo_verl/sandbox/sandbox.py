@@ -249,7 +249,7 @@ class Sandbox:
         fds: list[int] = []  # this process's ends of what the sandbox gets, closed once it has them
         control, status_read = None, None
         try:
-            fds.append(memfd("interpreter", self._image.interpreter))
+            fds.append(memfd("interpreter", self._image.session_pyc))
             fds.append(memfd("program", code))
             fds.append(memfd("filter", seccomp_filter(self.machine)))
             status_read, status_write = os.pipe()
