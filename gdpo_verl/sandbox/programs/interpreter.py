@@ -243,6 +243,10 @@ def _serve():
     try:
         if os.getpid() != 1:  # kill(-1) would reach every process of this user id, not only a run's
             raise OSError("the interpreter is not its pid namespace's first process")
+        # run by path, python put this program's directory first on sys.path: / (a run could import /interpreter.pyc
+        # and the tops of the image by name). Runs get sys.path as python -I gives a program run on its file (mode
+        # "none"), with no directory of the program's own.
+        sys.path.remove("/")
         _check(_prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")  # its memory closed to what it starts
         with open("/proc/sys/user/max_user_namespaces", "w") as limit:
             limit.write("0")  # no user namespace below this one: nothing a run starts can make one
