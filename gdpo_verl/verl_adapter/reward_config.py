@@ -18,7 +18,6 @@ def config_value(config: Any, key: str, default: Any = None) -> Any:
     return config.get(key, default) if hasattr(config, "get") else getattr(config, key, default)
 
 
-
 PKG_PREFIX = "pkg://"  # a reward loaded as a module (verl.utils.import_utils.load_module), not from a file
 
 
@@ -32,7 +31,7 @@ def reward_needs(config: Any) -> RewardNeeds:
     path = config_value(function, "path") if function is not None else None
     if not isinstance(path, str) or not path.startswith(PKG_PREFIX):
         return RewardNeeds()
-    module_name, name = path[len(PKG_PREFIX):].replace("/", "."), config_value(function, "name") or "compute_score"
+    module_name, name = _module_name(path), config_value(function, "name") or "compute_score"
     where = f"reward.custom_reward_function.path={path}"
     try:
         module = importlib.import_module(module_name)
@@ -70,8 +69,12 @@ def reward_node_check(config: Any) -> tuple[Any, dict, str] | None:
     node_check = reward_needs(config).node_check
     if node_check is None:
         return None
-    path = config_value(reward_function(config), "path")
-    return node_check, _with_sandbox_fusion(config), path[len(PKG_PREFIX):].replace("/", ".")
+    return node_check, _with_sandbox_fusion(config), _module_name(config_value(reward_function(config), "path"))
+
+
+def _module_name(path: str) -> str:
+    """The module a ``pkg://`` path names."""
+    return path[len(PKG_PREFIX):].replace("/", ".")
 
 
 def _with_sandbox_fusion(config: Any) -> dict:

@@ -138,8 +138,8 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
 class _NodesCheckedFirst:
     """verl's TaskRunner actor class, started only after every Ray node passed ``require_plugin_on_every_node``
     and, when the run's reward runs programs in a sandbox (``reward_check``: ``reward_config.reward_node_check``),
-    started one there (``require_reward_on_every_node``): ``run_ppo`` calls ``.remote()`` or ``.options(...).remote()`` once
-    Ray is up, before any model is loaded."""
+    started one there (``require_reward_on_every_node``): ``run_ppo`` calls ``.remote()`` or
+    ``.options(...).remote()`` once Ray is up, before any model is loaded."""
 
     def __init__(self, actor_class: Any, reward_check: tuple[Callable[..., Any], dict, str] | None) -> None:
         self._actor_class = actor_class
