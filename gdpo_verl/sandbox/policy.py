@@ -54,9 +54,10 @@ ALLOWED = (
 
 # What the interpreter still needs once it has installed the filter, beside ``ALLOWED``, and why a run gets nothing
 # from them: mount and umount2 (each test case's /work) need CAP_SYS_ADMIN, and capset can only take capabilities
-# away, from a run that has none; recvmsg, recvfrom and sendto (its control socket) need a socket, and a run has none
-# and can make none.
-INTERPRETER = ("mount", "umount2", "capset", "recvmsg", "recvfrom", "sendto")
+# away, from a run that has none; recvmsg, recvfrom, sendto and sendmsg (its control socket, and the socket pair that
+# hands each test case to its process, which closes it before it runs anything of the program) need a socket, and a
+# run has none and can make none.
+INTERPRETER = ("mount", "umount2", "capset", "recvmsg", "recvfrom", "sendto", "sendmsg")
 
 # clone is allowed without these flags: a namespace of its own (the user namespace is also capped at 0 by the
 # sandbox's interpreter), and a pid file descriptor (its inode number counts every process the host started).

@@ -48,7 +48,8 @@ _TABLE = {
     "timer_getoverrun": (225, 109), "timer_delete": (226, 111), "clock_gettime": (228, 113),
     "clock_getres": (229, 114), "clock_nanosleep": (230, 115), "nanosleep": (35, 101), "gettimeofday": (96, 169),
     "time": (201, None), "getrandom": (318, 278), "mount": (165, 40), "umount2": (166, 39), "capset": (126, 91),
-    "recvmsg": (47, 212), "recvfrom": (45, 207), "sendto": (44, 206), "clone3": (435, 435), "statx": (332, 291),
+    "recvmsg": (47, 212), "recvfrom": (45, 207), "sendto": (44, 206), "sendmsg": (46, 211),
+    "clone3": (435, 435), "statx": (332, 291),
     "clone": (56, 220), "prctl": (157, 167), "prlimit64": (302, 261), "setpriority": (141, 140), "fcntl": (72, 25),
     "futex": (202, 98),
 }

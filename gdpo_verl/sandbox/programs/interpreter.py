@@ -5,20 +5,23 @@ It imports the standard modules programs use most, reads the program (descriptor
 answers "R" (or "E" and the error, as python reports it, when the program does not compile; "F" and why when the
 interpreter itself could not start). It caps user namespaces below its own at 0 (no run can make one).
 
-Each test case (the host sends "A" and its arguments, with its stdin, stdout and stderr) gets a new tmpfs of
-FILE_BYTES and WORK_ENTRIES entries on /work holding only main.py, and is a process forked from the interpreter,
-numbered from 2 again (the interpreter sets its pid namespace's last pid to 1 first: every process of the case
-before has been collected). It says "S"; the process, under the filter the interpreter installed once before it took
-a case (descriptor FILTER, ``policy.py``), drops every capability (no new privileges, and empty bounding and
-ambient sets, were set once for every process) before it runs anything of the program, then runs the compiled
-program as __main__, ending as python would. When it ends
-(or the host sends "end"), the interpreter kills every other process of the namespace (kill -1 from its first
-process reaches all of them, and all are the case's), collects them, answers, and unmounts the case's /work. Nothing of
-a case reaches the next: its processes, its files (inode numbers included) and its tmpfs are gone, and the next
-case's pids and device numbers are the same. There is no /proc (the interpreter keeps what it needs of it open). The
-answer ("D") gives the exit code (128 + the signal), the CPU time of the case's processes and the interpreter's own
-CPU time, as the kernel wrote them (the host reads them); "F" and why when the case could not be set up. It ends
-when the host closes the socket.
+Each test case is a process forked from the interpreter before the host sends the case. Once every process of the
+case before is collected, the interpreter takes that case's /work away, mounts a new tmpfs of FILE_BYTES and
+WORK_ENTRIES entries on /work holding only main.py, and forks the next case's process, numbered 2 (it sets its pid
+namespace's last pid to 1 first). The unmount waits for the kernel's other CPUs: done here, it takes the time the
+host takes to read the answer and send the next case. The process, under the filter the interpreter installed once
+before it took a case (descriptor FILTER, ``policy.py``), drops every capability (no new privileges, and empty
+bounding and ambient sets, were set once for every process), works in /work and waits. The host sends "A" and the
+case's arguments, with its stdin, stdout and stderr; the interpreter hands them on (a socket pair made for that,
+which the process closes, with every descriptor but those three, before it runs anything of the program) and says
+"S"; the process runs the compiled program as __main__, ending as python would. When it ends (or the host sends
+"end"), the interpreter kills every other process of the namespace (kill -1 from its first process reaches all of
+them, and all are the case's), collects them and answers. Nothing of a case reaches the next: its processes, its
+files (inode numbers included) and its tmpfs are gone before the next case's process is forked, and the next case's
+pids and device numbers are the same. There is no /proc (the interpreter keeps what it needs of it open). The answer
+("D") gives the exit code (128 + the signal), the CPU time of the case's processes and the interpreter's own CPU
+time, as the kernel wrote them (the host reads them); "F" and why when the case could not be set up. It ends when the
+host closes the socket.
 """
 import _ctypes, _socket, gc, os, resource, select, signal, sys
 
@@ -122,22 +125,17 @@ class _Confinement:
         self.options = f"size={file_bytes},nr_inodes={entries},mode=0755".encode()
         self.mounted = False  # /work is a tmpfs of the interpreter's making (bubblewrap's is a plain directory)
 
-    def drop_work(self):
-        """Take the last case's /work away, and wait until it is gone (the working directory moved off it first, so
-        that the mount is its last reference: its memory is freed before the next case's tmpfs is made, which then
-        gets the same device number)."""
+    def fresh_work(self, source):
+        """Take the last case's /work away and wait until it is gone, then mount a new tmpfs on /work holding only
+        main.py. This process never works in /work (its working directory is /), and no process of the last case is
+        left, so the unmount drops the mount's last reference: its memory is freed, and its device number free
+        again, before the new tmpfs is made (which gets the same number)."""
         if self.mounted:
-            os.chdir("/")
             _check(_umount2(b"/work", MNT_DETACH), "the last case's /work taken away")
             self.mounted = False
-
-    def fresh_work(self, source):
-        """A new tmpfs on /work holding only main.py, and the working directory there."""
-        self.drop_work()
         _check(_mount(b"tmpfs", b"/work", b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, self.options), "/work")
         self.mounted = True
-        os.chdir("/work")
-        fd = os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open("/work/main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             view = memoryview(source)
             while view:
@@ -165,9 +163,11 @@ class _Confinement:
 
     def confine(self):
         """In the case's process, before anything of the program: no capability (effective, permitted, inheritable;
-        the bounding and ambient sets are empty already, no new privileges, and the filter is on), and SIGCHLD
-        unblocked, as python has it (the interpreter's is blocked, read through a signalfd)."""
+        the bounding and ambient sets are empty already, no new privileges, and the filter is on), its working
+        directory /work, and SIGCHLD unblocked, as python has it (the interpreter's is blocked, read through a
+        signalfd)."""
         _check(_capset(self.header, self.sets), "capabilities dropped")
+        os.chdir("/work")
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
 
 
@@ -177,14 +177,46 @@ def _answer_and_wait(channel, answer):
     os._exit(0)
 
 
-def _receive(channel):
-    message, ancillary, _, _ = channel.recvmsg(1 << 16, _socket.CMSG_SPACE(3 * 4))
+def _receive(channel, flags=0):
+    message, ancillary, _, _ = channel.recvmsg(1 << 16, _socket.CMSG_SPACE(3 * 4), flags)
     fds = []
     for level, kind, data in ancillary:
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
             fds += [int.from_bytes(data[at:at + 4], sys.byteorder, signed=True)
                     for at in range(0, len(data) - len(data) % 4, 4)]
     return message, fds
+
+
+def _discard(waiting):
+    """What a case's process did not take of its test case (it ended first): the descriptors closed."""
+    while True:
+        try:
+            message, fds = _receive(waiting, _socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        for fd in fds:
+            os.close(fd)
+        if not message and not fds:  # the other end closed (this process holds it: never)
+            return
+
+
+def _become_case(channel, handoff, waiting, confinement, reported, case=None):
+    """In a case's process, forked from the interpreter: the interpreter's sockets closed, the process confined, and
+    its test case (the host's "A" message and its three descriptors) taken from ``waiting``, or ``case`` when it was
+    forked after the case came; the program's arguments and the descriptors. A failure is written to ``reported``
+    for the interpreter to answer with, and ends the process before it runs anything of the program."""
+    os.close(channel.detach())
+    handoff.close()
+    try:
+        confinement.confine()
+        message, fds = case or _receive(waiting)
+        if len(fds) != 3:
+            raise OSError(f"the test case came with {len(fds)} descriptors, not 3")
+    except BaseException as error:
+        os.write(reported, repr(error).encode("utf-8", "replace")[:4000])
+        os._exit(1)
+    waiting.close()
+    return [os.fsdecode(argument) for argument in message[1:].split(b"\0")[:-1]], fds
 
 
 def _ended(pid, siginfo):
@@ -268,6 +300,8 @@ def _serve():
             _check(-1, "a signalfd for SIGCHLD")
         report, reported = os.pipe()
         os.set_blocking(report, False)
+        # how a test case reaches its process, forked before the host sends it (its arguments and descriptors)
+        handoff, waiting = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
         # what programs import most (and what ends a run: atexit, threading), imported once
         import atexit, bisect, builtins, collections, functools, heapq, importlib.machinery, itertools, math
         import operator, random, re, string, threading, types, typing
@@ -291,32 +325,52 @@ def _serve():
         _answer_and_wait(channel, b"F" + repr(error).encode("utf-8", "replace"))
     channel.send(b"R")
     while True:
-        message, fds = _receive(channel)
-        if not message:
-            os._exit(0)  # the host is done: the kernel ends the namespace with its first process
-        if message == b"end":  # for a run already answered
-            continue
-        if not message.startswith(b"A") or len(fds) != 3:
-            raise RuntimeError(f"a run came as {message[:20]!r} with {len(fds)} descriptors, not 3")
+        # The next test case's /work and process, made before the host sends the case (they take the time the host
+        # takes to read the last answer and send the next case): the last case's /work taken away (its processes are
+        # all collected) and a new one made (``fresh_work``), then the process forked, numbered 2 (every process
+        # before it collected), which confines itself and waits for its test case. Failing, the next case is
+        # answered with this process's failure.
         try:
             confinement.fresh_work(source)
-            os.pwrite(last_pid, b"1", 0)  # the case's pids from 2 on, as the case before had them
+            os.pwrite(last_pid, b"1", 0)
             pid = os.fork()
         except OSError as error:  # no /work, out of processes: the sandbox's failure, not the program's
             pid, failed = None, repr(error).encode("utf-8", "replace")
         if pid == 0:
-            os.close(channel.detach())
-            try:
-                confinement.confine()
-            except BaseException as error:
-                os.write(reported, repr(error).encode("utf-8", "replace")[:4000])
-                os._exit(1)
-            return code, main, [os.fsdecode(argument) for argument in message[1:].split(b"\0")[:-1]], fds
-        for fd in fds:
-            os.close(fd)
+            return (code, main, *_become_case(channel, handoff, waiting, confinement, reported))
+        message, fds = _receive(channel)
+        while message == b"end":  # for a run already answered
+            message, fds = _receive(channel)
+        if not message:
+            os._exit(0)  # the host is done: the kernel ends the namespace with its first process
+        if not message.startswith(b"A") or len(fds) != 3:
+            raise RuntimeError(f"a run came as {message[:20]!r} with {len(fds)} descriptors, not 3")
         if pid is None:
+            for fd in fds:
+                os.close(fd)
             channel.send(b"F" + failed)
             continue
+        try:
+            handoff.sendmsg([message], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                                         b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds))])
+        except OSError:
+            # the kernel would not pass the descriptors (ETOOMANYREFS: this user id has more in flight than this
+            # process's RLIMIT_NOFILE, as when the host shares it, isolation "relaxed"): the waiting process, which
+            # ran nothing of the program, is ended, and the case's process forked now, inheriting them
+            _kill(pid, signal.SIGKILL)
+            _reap(pid, at + 8)
+            try:
+                os.pwrite(last_pid, b"1", 0)
+                pid = os.fork()
+            except OSError as error:
+                for fd in fds:
+                    os.close(fd)
+                channel.send(b"F" + repr(error).encode("utf-8", "replace"))
+                continue
+            if pid == 0:
+                return (code, main, *_become_case(channel, handoff, waiting, confinement, reported, (message, fds)))
+        for fd in fds:
+            os.close(fd)
         _getrusage(RUSAGE_CHILDREN, at + 16)  # after the fork: the child's memory never holds it
         channel.send(b"S")  # the run is the child's from here
         poller = select.poll()
@@ -345,10 +399,7 @@ def _serve():
         else:
             _send(channel.fileno(), at, ANSWER, 0)
         _ffi.memset(at + 8, 0, ANSWER + _SCRATCH - 8)
-        # the case's files go while the host reads the answer (unmounting waits for the kernel's other CPUs); at most
-        # WORK_ENTRIES of them, so what is left of it when the next case starts is milliseconds. Failing, this
-        # process ends with the error, and the host starts a new sandbox for the next case.
-        confinement.drop_work()
+        _discard(waiting)
 
 
 _code, _main, _argv, _fds = _serve()

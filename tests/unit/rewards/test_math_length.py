@@ -611,7 +611,7 @@ def test_another_antlr_runtime_is_refused_before_a_checker_process_starts(monkey
     with pytest.raises(RuntimeError, match=r"has antlr4-python3-runtime 4\.13\.2.*pip install "
                                            r"antlr4-python3-runtime==4\.9\.3"):
         MathLengthReward()
-    assert set(_checker_processes()) == before
+    assert set(_checker_processes()) <= before  # none started (one an earlier test left may end meanwhile)
 
 
 def test_a_percentage_is_read_by_the_parser_for_antlr_4_9_3():

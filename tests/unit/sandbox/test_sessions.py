@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -255,6 +256,55 @@ print(case)
         signal.pidfd_send_signal(interpreter.bwrap.child, signal.SIGKILL)  # as the OOM killer would
         assert session.run("again").stdout == "again\n"
         assert session.started == 2
+
+
+def _descriptors_in_flight(uid: int | None, count: int):
+    """A process of user id ``uid`` (this process's when None) holding ``count`` descriptors in flight (sent on a
+    socket it never reads) until the returned pipe is closed; returns once they are sent."""
+    ready, go = os.pipe()
+    stay, leave = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(ready)
+            os.close(leave)
+            if uid is not None:
+                os.setgid(uid)
+                os.setuid(uid)
+            held, unread = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            null = os.open(os.devnull, os.O_RDONLY)
+            for _ in range(count // 8):
+                socket.send_fds(held, [b"x"], [null] * 8)
+            os.write(go, b"1")
+            os.read(stay, 1)
+        finally:
+            os._exit(0)
+    os.close(go)
+    os.close(stay)
+    assert os.read(ready, 1) == b"1"
+    os.close(ready)
+    return pid, leave
+
+
+def test_each_case_gets_its_own_input_when_the_kernel_will_not_pass_the_interpreter_descriptors():
+    # A test case's process is forked before the host sends the case, and gets its stdin, stdout and stderr passed
+    # over a socket. The kernel refuses that (ETOOMANYREFS) while the sender's user id has more descriptors in flight
+    # than its RLIMIT_NOFILE (the interpreter's is 64), as when the sandbox runs under the host's user id, with its
+    # other work (isolation "relaxed" for a user other than root): 80 descriptors held in flight by the slot's user
+    # make every pass fail. Before: the interpreter ended at each case, and the session came back unavailable. Now
+    # the case's process is forked again after the case came, inheriting them.
+    one = Sandbox("local", Limits(wall_s=10, cpu_s=2, memory_mb=256, processes=4, file_mb=4, output_kb=64),
+                  isolation="relaxed")
+    holder, leave = _descriptors_in_flight(one.uid(0), 80)
+    try:
+        with one.session("import os, sys\nprint(sys.stdin.read(), os.getpid(), sorted(os.listdir('.')))") as session:
+            outcomes = [session.run(f"case {number}") for number in range(4)]
+        assert [outcome.stdout for outcome in outcomes] == [f"case {number} 2 ['main.py']\n" for number in range(4)]
+        assert session.started == 1
+    finally:
+        os.close(leave)
+        os.waitpid(holder, 0)
+        one.close()
 
 
 def test_a_session_waits_for_a_slot_while_the_runs_that_hold_them_end():
