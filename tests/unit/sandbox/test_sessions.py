@@ -291,8 +291,9 @@ def test_each_case_gets_its_own_input_when_the_kernel_will_not_pass_the_interpre
     # over a socket. The kernel refuses that (ETOOMANYREFS) while the sender's user id has more descriptors in flight
     # than its RLIMIT_NOFILE (the interpreter's is 64), as when the sandbox runs under the host's user id, with its
     # other work (isolation "relaxed" for a user other than root): 80 descriptors held in flight by the slot's user
-    # make every pass fail. Before: the interpreter ended at each case, and the session came back unavailable. Now
-    # the case's process is forked again after the case came, inheriting them.
+    # make every pass fail. Without a way round (this design's first version), the interpreter ended at each case
+    # and the session came back unavailable; now the case's process is forked again after the case came, inheriting
+    # them.
     one = Sandbox("local", Limits(wall_s=10, cpu_s=2, memory_mb=256, processes=4, file_mb=4, output_kb=64),
                   isolation="relaxed")
     holder, leave = _descriptors_in_flight(one.uid(0), 80)
