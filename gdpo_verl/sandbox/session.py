@@ -35,12 +35,12 @@ class Session:
     holds until ``close`` (or the end of its ``with`` block).
 
     In local mode the program is read and compiled once, by an interpreter that is its sandbox's first process, and
-    each test case runs in namespaces made fresh for it (``programs/interpreter.py``): a process forked from the
-    interpreter, which has run none of the program, runs it as ``__main__`` with its own stdin, stdout and stderr, a
-    new ``/work``, a new pid and IPC namespace, and every limit of a run (``Limits``). A program that does not
-    compile gets the interpreter's error for every run, found once. A sandbox whose interpreter died or is past half
-    its CPU limit is ended, and the next run starts a new one. Without a sandbox (mode ``"none"``) each run is a
-    process of its own."""
+    each test case is a process forked from that interpreter, which has run none of the program
+    (``programs/interpreter.py``): it runs the program as ``__main__`` with its own stdin, stdout and stderr, a new
+    ``/work``, pids from 2 again (every process of the case before collected), and every limit of a run
+    (``Limits``). A program that does not compile gets the interpreter's error for every run, found once. A sandbox
+    whose interpreter died or is past half its CPU limit is ended, and the next run starts a new one. Without a
+    sandbox (mode ``"none"``) each run is a process of its own."""
 
     def __init__(self, sandbox: Sandbox, code: str, slot: int | None, failed: Outcome | None = None) -> None:
         self.sandbox, self.slot = sandbox, slot

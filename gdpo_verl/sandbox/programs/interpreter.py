@@ -200,6 +200,13 @@ def _discard(waiting):
             return
 
 
+def _fork_case(last_pid):
+    """The next case's process, numbered 2 (every process of the case before is collected): its pid namespace's last
+    pid set to 1, then forked."""
+    os.pwrite(last_pid, b"1", 0)
+    return os.fork()
+
+
 def _become_case(channel, handoff, waiting, confinement, reported, case=None):
     """In a case's process, forked from the interpreter: the interpreter's sockets closed, the process confined, and
     its test case (the host's "A" message and its three descriptors) taken from ``waiting``, or ``case`` when it was
@@ -327,13 +334,12 @@ def _serve():
     while True:
         # The next test case's /work and process, made before the host sends the case (they take the time the host
         # takes to read the last answer and send the next case): the last case's /work taken away (its processes are
-        # all collected) and a new one made (``fresh_work``), then the process forked, numbered 2 (every process
-        # before it collected), which confines itself and waits for its test case. Failing, the next case is
-        # answered with this process's failure.
+        # all collected) and a new one made (``fresh_work``), then the process forked (``_fork_case``), which
+        # confines itself and waits for its test case. Failing, the next case is answered with this process's
+        # failure.
         try:
             confinement.fresh_work(source)
-            os.pwrite(last_pid, b"1", 0)
-            pid = os.fork()
+            pid = _fork_case(last_pid)
         except OSError as error:  # no /work, out of processes: the sandbox's failure, not the program's
             pid, failed = None, repr(error).encode("utf-8", "replace")
         if pid == 0:
@@ -360,8 +366,7 @@ def _serve():
             _kill(pid, signal.SIGKILL)
             _reap(pid, at + 8)
             try:
-                os.pwrite(last_pid, b"1", 0)
-                pid = os.fork()
+                pid = _fork_case(last_pid)
             except OSError as error:
                 for fd in fds:
                     os.close(fd)
