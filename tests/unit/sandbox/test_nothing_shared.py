@@ -236,7 +236,7 @@ for anchor in {id(object()) & ~0xFFFFF, id(sys.modules) & ~0xFFFFF, id(resource)
         if page <= 0 or not readable(page):
             continue
         data = ctypes.string_at(page, 4096)
-        at = data.find(b"D 17")  # the old answer, "D 173 ...", looked for in two parts: no object here holds it
+        at = data.find(b"D 17")  # the old answer, D then 173, looked for in two parts: no object here holds it
         while at >= 0:
             answers += data[at + 4:at + 6] == b"3 "
             at = data.find(b"D 17", at + 1)
