@@ -1,9 +1,8 @@
 """Real GDPO training on the CPU, through verl's own main_ppo: the main job (two steps, beside a busy process per
-core); and a run killed inside a step and resumed from its checkpoint, on verl's V1 and legacy trainers, with no
-step lost or doubled (the V1 trainer's through its three modes, each resumed from the checkpoint the one before
-left, its driver killed; the legacy trainer's without TransferQueue, its vLLM engine core killed, which must stop
-the run by itself, with everything it started; the resumed runs on a mixed-task batch, with GD2PO's snr masking
-and a weight schedule). test_trainers.py resumes verl's experimental trainers the same way.
+core); and a run killed inside a step and resumed from its checkpoint on verl's V1 trainer, with no step lost or
+doubled (through its three modes, each resumed from the checkpoint the one before left, its driver killed; the
+resumed runs on a mixed-task batch, with GD2PO's snr masking and a weight schedule). test_legacy_trainer.py resumes
+the legacy trainer the same way (its vLLM engine core killed), test_trainers.py verl's experimental trainers.
 
 Nothing of verl is mocked: its V1 trainer, Ray, TransferQueue, the FSDP2 actor, the vLLM rollout server (vLLM's
 CPU build), the bucketed weight sync and the checkpoint all run for real, with this plugin's estimator,
@@ -13,8 +12,8 @@ scripts/setup_cpu_training_env.sh; docs/cpu-training.md lists every such piece.
 
 Each start of a run costs about 75 s on 2 cores (every process of the run imports torch, verl and vLLM); a step,
 seconds. So runs are shared where the checks need the same steps: the V1 resume goes on from a copy of the main
-job's run (which checkpoints after each step) through the V1 trainer's asynchronous modes, and the legacy
-trainer's first run is the one whose engine core dies in step 3. Five starts in all. They need .venv-cpu-training
+job's run (which checkpoints after each step) through the V1 trainer's asynchronous modes. Three starts in all.
+They need .venv-cpu-training
 (scripts/test.sh creates it); ``pytest -m "not cpu_training"`` leaves them out.
 """
 from __future__ import annotations
@@ -318,25 +317,10 @@ def check_mixed_task_steps(out: Path, steps: list[int]) -> None:
     assert seen == {True, False}  # the batches mixed both tasks
 
 
-@pytest.mark.parametrize("trainer", ["v1", "legacy"])
-def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or_doubled(request, tmp_path, trainer):
-    # verl's V1 trainer (its default) and the legacy one (RayPPOTrainer.fit): both number the records by their
-    # own global step, so both must resume the same way
-    every_step = ["trainer.save_freq=1", f"trainer.use_v1={trainer == 'v1'}", *MIXED_TASK]
-    if trainer == "legacy":
-        # the legacy trainer's runs see no TransferQueue, as on verl's neo branch or an install without it: the
-        # legacy trainer must stand on its own (tests/fixtures/other_verl/sitecustomize.py hides it from every
-        # process)
-        env = {"PYTHONPATH": str(OTHER_VERL), "NO_TRANSFER_QUEUE": str(tmp_path / "no_transfer_queue.txt")}
-        # 1-2. a fresh run of four steps whose vLLM engine core dies in step 3: it stops by itself, with everything
-        # it started; 3. started again with the same settings: from the step-2 checkpoint, steps 3 and 4
-        run_killed_in_step(tmp_path, 4, 3, *every_step, env=env, kill="engine")
-        stdout = finish_run(start_run(tmp_path, 4, *every_step, resume=True, env=env), "the run resumed after the kill")
-        check_resumed(tmp_path, 4, (3,), stdout)
-        assert "transfer_queue" in (tmp_path / "no_transfer_queue.txt").read_text().split()  # looked for, not found
-        check_mixed_task_steps(tmp_path, [1, 2, 3, 4])
-        return
-
+def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or_doubled(run, tmp_path):
+    # verl's V1 trainer (its default; test_legacy_trainer.py resumes the legacy one the same way: both number the
+    # records by their own global step)
+    every_step = ["trainer.save_freq=1", "trainer.use_v1=True", *MIXED_TASK]
     # On the V1 trainer, a run that goes through its three modes (a checkpoint is the V1 trainer's whatever the mode):
     # each resumes from the checkpoint the one before left. The asynchronous modes' checkpoints also hold
     # TransferQueue's state, with the rollouts generated ahead, which the next run may train on first.
@@ -344,7 +328,7 @@ def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or
     # rollouts its own server generated after the trainer sent it the checkpoint's weights over TCP
     every_step.append("trainer.v1.separate_async.num_warmup_batches=0")
     # 1. two steps under sync, a checkpoint after each: the main job's run (the run fixture), copied
-    shutil.copytree(request.getfixturevalue("run")[0], tmp_path, dirs_exist_ok=True)
+    shutil.copytree(run[0], tmp_path, dirs_exist_ok=True)
     assert latest_checkpoint(tmp_path) == 2
     # 2. under separate_async, from the step-2 checkpoint: step 3 (it did not start again at step 1), killed in step 4
     run_killed_in_step(tmp_path, 5, 4, *every_step, resume=True, env={"TRAINER": "separate_async"})
