@@ -81,10 +81,12 @@ print("after", sum(range(10)))
                          "        os.write(1, ''.join(self.parts).encode())\n        self.parts = []\n"
                          "sys.stdout = Out()\nprint(int(input()) + int(input()))\n",
 "file_held_by_a_module": "import os, sys\nsys.keep = os.fdopen(os.dup(1), 'w')\nsys.keep.write('kept\\n')\n",
-# registered with io.IOBase, not derived from it: no finalizer that flushes, so python's exit never calls flush
+# registered with io.IOBase, not derived from it (as _pyio's are): no finalizer that flushes, so python's exit does not
+# flush one a module holds
 "registered_io_class_held_by_a_module": "import io, os, sys\nclass Log:\n    def flush(self, write=os.write):\n"
                                         "        write(1, b'flushed\\n')\nio.IOBase.register(Log)\n"
                                         "sys.keep = Log()\nprint(isinstance(sys.keep, io.IOBase))\n",
+"pyio_file_held_by_a_module": "import _pyio, os, sys\nsys.keep = _pyio.open(os.dup(1), 'w')\nsys.keep.write('kept\\n')\n",
 "sys_path": "import sys\nprint(sys.path[0], '/' in sys.path, '' in sys.path)\n",
 "import_by_path": "try:\n    import interpreter\nexcept ImportError as error:\n    print(type(error).__name__)\n",
 "del_in_a_traceback_after_atexit": "import atexit\natexit.register(lambda: print('atexit'))\nclass A:\n"
