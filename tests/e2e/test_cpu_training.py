@@ -13,8 +13,7 @@ scripts/setup_cpu_training_env.sh; docs/cpu-training.md lists every such piece.
 Each start of a run costs about 75 s on 2 cores (every process of the run imports torch, verl and vLLM); a step,
 seconds. So runs are shared where the checks need the same steps: the V1 resume goes on from a copy of the main
 job's run (which checkpoints after each step) through the V1 trainer's asynchronous modes. Three starts in all.
-They need .venv-cpu-training
-(scripts/test.sh creates it); ``pytest -m "not cpu_training"`` leaves them out.
+They need .venv-cpu-training (scripts/test.sh creates it); ``pytest -m "not cpu_training"`` leaves them out.
 """
 from __future__ import annotations
 
