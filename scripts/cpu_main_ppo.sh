@@ -60,12 +60,19 @@ unset RAY_ADDRESS
 # the same session (a busy process started from the same shell) they got about 3% of a core and the start-up took
 # hours. At 0 they take their share of the machine like any other process.
 export RAY_worker_niceness=0
+# No torch.compile in any process of the run: verl's FSDP engine compiles its entropy function
+# (actor_rollout_ref.*.fsdp_config.use_torch_compile, default true) and vLLM's CPU sampler its random sampling
+# (compiled_random_sample), both with inductor, which builds C++ with the machine's compiler against Python's headers:
+# a toolchain the run would need, about 14 CPU-seconds the first time on a machine, and seconds of tracing in every
+# run. Without it they run as plain torch.
+export TORCH_COMPILE_DISABLE=1
 
 CPU=(
     data.dataloader_num_workers=0 data.filter_overlong_prompts_workers=1
     # one reward worker (verl starts 8, which compete for the cores during start-up)
     reward.num_workers=1
-    # actor: FSDP2 (FSDP1 asks for an accelerator device), SDPA attention, no torch.compile
+    # actor: FSDP2 (FSDP1 asks for an accelerator device), SDPA attention, no torch.compile (nor anywhere else in the
+    # run: TORCH_COMPILE_DISABLE above)
     +actor_rollout_ref.model.override_config.attn_implementation=sdpa
     actor_rollout_ref.actor.strategy=fsdp2
     actor_rollout_ref.actor.use_torch_compile=False

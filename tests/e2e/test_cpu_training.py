@@ -1,8 +1,8 @@
 """Real GDPO training on the CPU, through verl's own main_ppo: the main job (two steps, beside a busy process per
-core); and a run killed inside a step and resumed from its checkpoint on verl's V1 trainer, with no step lost or
-doubled (through its three modes, each resumed from the checkpoint the one before left, its driver killed; the
-resumed runs on a mixed-task batch, with GD2PO's snr masking and a weight schedule). test_legacy_trainer.py resumes
-the legacy trainer the same way (its vLLM engine core killed), test_trainers.py verl's experimental trainers.
+core); and a run killed inside a step and resumed from its checkpoint, with no step lost or doubled, through verl's
+legacy trainer (without TransferQueue, its vLLM engine core killed) and the V1 trainer's three modes (its driver
+killed in separate_async), each resumed from the checkpoint the one before left (the resumed runs on a mixed-task
+batch, with GD2PO's snr masking and a weight schedule). test_trainers.py resumes verl's experimental trainers.
 
 Nothing of verl is mocked: its V1 trainer, Ray, TransferQueue, the FSDP2 actor, the vLLM rollout server (vLLM's
 CPU build), the bucketed weight sync and the checkpoint all run for real, with this plugin's estimator,
@@ -11,8 +11,9 @@ for the CPU, added through verl's platform registry) and the environment of
 scripts/setup_cpu_training_env.sh; docs/cpu-training.md lists every such piece.
 
 Each start of a run costs about 75 s on 2 cores (every process of the run imports torch, verl and vLLM); a step,
-seconds. So runs are shared where the checks need the same steps: the V1 resume goes on from a copy of the main
-job's run (which checkpoints after each step) through the V1 trainer's asynchronous modes. Three starts in all.
+seconds. So runs are shared where the checks need the same steps: the resume goes on from a copy of the main job's
+run (which checkpoints after each step) through the legacy trainer and the V1 trainer's asynchronous modes. Four
+starts in all.
 They need .venv-cpu-training (scripts/test.sh creates it); ``pytest -m "not cpu_training"`` leaves them out.
 """
 from __future__ import annotations
@@ -111,6 +112,8 @@ def run(tmp_path_factory):
         "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "slow_actor_start"),
                                        *filter(None, [os.environ.get("PYTHONPATH")])]),
         "STALL_TIMEOUT": str(STALL_TIMEOUT_S),
+        # where torch's inductor would keep what it compiled, in any process of the run
+        "TORCHINDUCTOR_CACHE_DIR": str(out / "torchinductor"),
     }
     process = None
     try:
@@ -150,6 +153,13 @@ def test_each_step_scored_every_response_with_both_rewards(run):
         assert all(value in (0.0, 1.0) for values in record["rewards"].values() for value in values)
         # the length reward is 1 exactly for responses of at most 8 tokens (max_length=8)
         assert record["rewards"]["length"] == [float(n <= 8) for n in record["response_length"]]
+
+
+def test_nothing_in_the_run_compiles_with_torch_compile(run):
+    # Before: verl's FSDP engine (its entropy function) and vLLM's CPU sampler were compiled by inductor, which ran the
+    # machine's C++ compiler in the run's workers (scripts/cpu_main_ppo.sh sets TORCH_COMPILE_DISABLE)
+    out, _ = run
+    assert not (out / "torchinductor").exists()
 
 
 def test_the_trainer_logged_the_plugin_metrics_next_to_its_own(run):
@@ -317,29 +327,39 @@ def check_mixed_task_steps(out: Path, steps: list[int]) -> None:
 
 
 def test_a_run_killed_in_a_step_resumes_from_its_checkpoint_with_no_step_lost_or_doubled(run, tmp_path):
-    # verl's V1 trainer (its default; test_legacy_trainer.py resumes the legacy one the same way: both number the
-    # records by their own global step)
-    every_step = ["trainer.save_freq=1", "trainer.use_v1=True", *MIXED_TASK]
-    # On the V1 trainer, a run that goes through its three modes (a checkpoint is the V1 trainer's whatever the mode):
-    # each resumes from the checkpoint the one before left. The asynchronous modes' checkpoints also hold
-    # TransferQueue's state, with the rollouts generated ahead, which the next run may train on first.
-    # separate_async without a warm-up batch: from the sync run's checkpoint (no rollouts in it), its step trains on
-    # rollouts its own server generated after the trainer sent it the checkpoint's weights over TCP
-    every_step.append("trainer.v1.separate_async.num_warmup_batches=0")
+    # One run that goes on from the main job's checkpoint through verl's legacy trainer and the V1 trainer's two
+    # asynchronous modes, each resuming from the checkpoint the one before left (a checkpoint is the same files
+    # whichever trainer or mode wrote it), two of them killed inside a step: both trainers number the records by
+    # their own global step, and no step may be lost or doubled.
+    every_step = ["trainer.save_freq=1", *MIXED_TASK]
     # 1. two steps under sync, a checkpoint after each: the main job's run (the run fixture), copied
     shutil.copytree(run[0], tmp_path, dirs_exist_ok=True)
     assert latest_checkpoint(tmp_path) == 2
-    # 2. under separate_async, from the step-2 checkpoint: step 3 (it did not start again at step 1), killed in step 4
-    run_killed_in_step(tmp_path, 5, 4, *every_step, resume=True, env={"TRAINER": "separate_async"})
+    # 2. the legacy trainer (RayPPOTrainer.fit), without TransferQueue, as on verl's neo branch or an install without
+    # it: the legacy trainer must stand on its own (tests/fixtures/other_verl/sitecustomize.py hides it from every
+    # process of the run). From the step-2 checkpoint: step 3 (it did not start again at step 1); its vLLM engine
+    # core killed in step 4, and the run must stop by itself, naming it, with everything it started
+    no_transfer_queue = tmp_path / "no_transfer_queue.txt"
+    run_killed_in_step(tmp_path, 6, 4, *every_step, "trainer.use_v1=False", resume=True,
+                       env={"NO_TRANSFER_QUEUE": str(no_transfer_queue)}, kill="engine")
+    assert "transfer_queue" in no_transfer_queue.read_text().split()  # looked for, not found
+    # On the V1 trainer (trainer.use_v1=True) the asynchronous modes' checkpoints also hold TransferQueue's state,
+    # with the rollouts generated ahead, which the next run may train on first.
+    v1 = [*every_step, "trainer.use_v1=True"]
+    # 3. separate_async without a warm-up batch, from the step-3 checkpoint (the legacy trainer's, no rollouts in
+    # it): step 4 on rollouts its own server generated after the trainer sent it the checkpoint's weights over TCP;
+    # its driver killed in step 5
+    run_killed_in_step(tmp_path, 6, 5, *v1, "trainer.v1.separate_async.num_warmup_batches=0", resume=True,
+                       env={"TRAINER": "separate_async"})
     metrics = check_run.step_metrics(tmp_path)
-    assert metrics[3][STALENESS] == 0 and metrics[3][PROBS_DIFF] < MAX_PROBS_DIFF  # the sync reached vLLM
-    assert metrics[3][SENT] == TENSORS
-    # 3. under colocate_async, from the step-3 checkpoint (with what separate_async's TransferQueue held): steps 4, 5
-    stdout = finish_run(start_run(tmp_path, 5, *every_step, resume=True, env={"TRAINER": "colocate_async"}),
-                        "the run resumed after the kill")
-    check_resumed(tmp_path, 5, (4,), stdout)
+    assert metrics[4][STALENESS] == 0 and metrics[4][PROBS_DIFF] < MAX_PROBS_DIFF  # the sync reached vLLM
+    assert metrics[4][SENT] == TENSORS
+    # 4. under colocate_async, from the step-4 checkpoint (with what separate_async's TransferQueue held): steps 5, 6
+    stdout = finish_run(start_run(tmp_path, 6, *v1, resume=True, env={"TRAINER": "colocate_async"}),
+                        "the run resumed after the kills")
+    check_resumed(tmp_path, 6, (4, 5), stdout)
     # steps 1 and 2 are the main job's (the math reward alone, weights 1); on from step 3, the mixed-task batch
-    check_mixed_task_steps(tmp_path, [3, 4, 5])
+    check_mixed_task_steps(tmp_path, [3, 4, 5, 6])
 
 
 def test_the_run_finishes_beside_as_many_busy_processes_as_the_machine_has_cores(run):

@@ -11,9 +11,8 @@ the checkpoint's). They sync weights through gdpo-verl's CPU checkpoint engine (
 sent. Every run trains on the mixed-task batch of test_cpu_training.py (a component that applies to half the prompts,
 GD2PO's snr masking, a weight on a schedule).
 
-verl's V1 trainer, in each of its modes (sync, colocate_async, separate_async), has its runs in
-test_cpu_training.py, its legacy trainer in test_legacy_trainer.py; colocate_async also in test_coding_run.py (the
-coding reward's run). The fully asynchronous trainer's run is in test_fully_async_trainer.py, a file of its own so
+verl's V1 trainer, in each of its modes (sync, colocate_async, separate_async), and its legacy trainer have their runs
+in test_cpu_training.py; colocate_async also in test_coding_run.py (the coding reward's run). The fully asynchronous trainer's run is in test_fully_async_trainer.py, a file of its own so
 that pytest-xdist can give it to the other worker (--dist loadfile).
 """
 
