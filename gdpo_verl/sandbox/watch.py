@@ -3,8 +3,8 @@ clock, its CPU time, its own time, its output), and the outcome it comes to.
 
 A run's own time is the wall clock less the time it waited for a CPU: sampled every ``POLL_S`` seconds, an interval
 counts as its own when none of its threads was running or waiting for a CPU (``host.wants_cpu``), the host did not
-owe the program input it had room for (its stdin pipe is full, or written whole), and the host was not behind
-reading its output (neither output pipe full). It is bounded by
+owe the program input the kernel would take (its stdin pipe not writable, or written whole), and the host was not
+behind reading its output (neither output pipe full). It is bounded by
 ``cpu_s``, as its CPU time is: a program that sleeps holds its slot no longer than one that computes, and a program
 slowed by a busy host (waiting for a CPU) is not.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import selectors
 import signal
 import stat
@@ -88,9 +89,9 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
                 if watched and now - looked >= POLL_S:
                     if cpu is not None and cpu() >= limits.cpu_s - CPU_SLACK_S:
                         return CPU_SPENT  # ended at its CPU limit, in all its processes together
-                    # the host still owes input the program has room to take, or is behind on output the program
-                    # would write (a full pipe it reads)
-                    waiting_on_host = (feeding >= 0 and not _full(feeding)) or any(_full(fd) for fd in pipes)
+                    # the host still owes input the kernel would take, or is behind on output the program would
+                    # write (a full pipe it reads)
+                    waiting_on_host = (feeding >= 0 and _writable(feeding)) or any(_full(fd) for fd in pipes)
                     if busy is not None and not waiting_on_host and not busy():
                         idle += now - looked
                         if idle >= limits.cpu_s:
@@ -124,10 +125,19 @@ def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool]
     return None
 
 
+def _writable(fd: int) -> bool:
+    """Whether the kernel takes a write on the pipe ``fd`` now (poll's POLLOUT: a page of the pipe is free). The
+    program's stdin writable: room the host has not filled yet, the host's doing; not writable: the program is not
+    taking its input, its own choice. Not a count of the bytes queued: a page is freed only once the program has read
+    all of it, so a program that read one byte of a full pipe left it as full to the host as before."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return bool(poller.poll(0))
+
+
 def _full(fd: int) -> bool:
-    """Whether the pipe ``fd`` is an end of is full. The program's stdin full: the program is not taking it, its own
-    choice, as against room the host has not filled yet (the host's doing). Its stdout or stderr full: the host is
-    behind reading, and the program waits on it."""
+    """Whether the pipe ``fd`` is an end of is full: the program's stdout or stderr full, the host is behind reading,
+    and the program waits on it."""
     queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
     return queued >= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
 

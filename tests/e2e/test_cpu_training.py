@@ -159,7 +159,8 @@ def test_nothing_in_the_run_compiles_with_torch_compile(run):
     # Before: verl's FSDP engine (its entropy function) and vLLM's CPU sampler were compiled by inductor, which ran the
     # machine's C++ compiler in the run's workers (scripts/cpu_main_ppo.sh sets TORCH_COMPILE_DISABLE)
     out, _ = run
-    assert not (out / "torchinductor").exists()
+    cache = out / "torchinductor"  # the folder may be made (vLLM sets inductor up on import); nothing is put in it
+    assert not cache.exists() or [path for path in cache.rglob("*") if path.is_file()] == []
 
 
 def test_the_trainer_logged_the_plugin_metrics_next_to_its_own(run):

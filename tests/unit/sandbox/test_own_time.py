@@ -89,6 +89,22 @@ def test_a_program_that_sleeps_on_a_large_stdin_it_does_not_read_is_out_of_time_
     assert honest.status == OK and honest.stdout == "3000000\n", honest
 
 
+@pytest.mark.parametrize("taken", [1, 4095])
+def test_a_program_that_reads_less_than_a_page_of_a_full_stdin_and_sleeps_is_out_of_time_at_cpu_s(taken):
+    # Before (an adversarial pass): the host counted its stdin pipe's free bytes as input it owed, but the kernel frees
+    # a pipe's room a page at a time, so after a one-byte read the host could not write and the program slept for free:
+    # it slept 3 cpu_s, then read the rest and passed ("ok", the right sum, 3.3 s)
+    numbers = "\n".join(str(number) for number in range(30000)) + "\n"  # about 170 KB: more than a pipe holds
+    program = (f"import os, sys, time\nfirst = os.read(0, {taken})\ntime.sleep(3)\n"
+               "print(sum(map(int, (first + sys.stdin.buffer.read()).split())))")
+    sandbox = Sandbox("local", LIMITS)
+    try:
+        outcome = sandbox.run(program, numbers)
+    finally:
+        sandbox.close()
+    assert outcome.status == TIMEOUT and "of its own time" in outcome.why, outcome
+
+
 def test_a_run_the_host_stops_leaves_the_session_s_interpreter_running():
     # Before (a review of this design): the interpreter read the host's "end" with a call its filter refused, so every
     # run the host stopped ended the interpreter, and the next test case started a new sandbox
