@@ -12,8 +12,9 @@ sent. Every run trains on the mixed-task batch of test_cpu_training.py (a compon
 GD2PO's snr masking, a weight on a schedule).
 
 verl's V1 trainer, in each of its modes (sync, colocate_async, separate_async), and its legacy trainer have their runs
-in test_cpu_training.py; colocate_async also in test_coding_run.py (the coding reward's run). The fully asynchronous trainer's run is in test_fully_async_trainer.py, a file of its own so
-that pytest-xdist can give it to the other worker (--dist loadfile).
+in test_cpu_training.py; colocate_async also in test_coding_run.py (the coding reward's run). The fully asynchronous
+trainer's run is in test_fully_async_trainer.py, a file of its own so that pytest-xdist can give it to the other
+worker (--dist loadfile).
 """
 
 import pytest

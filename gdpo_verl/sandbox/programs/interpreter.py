@@ -81,7 +81,11 @@ for _call, _arguments in ((_wait4, (_ffi.c_int, _ffi.c_void_p, _ffi.c_int, _ffi.
     _call.restype, _call.argtypes = None, _arguments
 RUSAGE_SELF, RUSAGE_CHILDREN, ECHILD, EINTR, EINVAL = 0, -1, 10, 4, 22
 _RUSAGE = 144  # sizeof(struct rusage) on 64-bit Linux
-P_ALL, P_PID, WNOHANG, WEXITED, WNOWAIT = 0, 1, 1, 4, 0x01000000
+# The most a case may wake the interpreter while its own process runs: its processes (RLIMIT_NPROC), at most 256 (a
+# count python keeps as numbers it does not make anew)
+_NPROC = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+WAKES = 256 if _NPROC == resource.RLIM_INFINITY else min(_NPROC, 256)
+P_PID, WNOHANG, WEXITED, WNOWAIT = 1, 1, 4, 0x01000000
 # "D", the case's wait status at 8, then RUSAGE_CHILDREN before it at 16 and after it at 16 + _RUSAGE, and the
 # interpreter's own RUSAGE_SELF at 16 + 2 * _RUSAGE; then room, not sent, for a siginfo_t (waitid: whether the case has
 # ended, its si_pid at 16 of it) and for what is read of the signalfd (SIGCHLD's siginfo: a case may choose it)
@@ -232,20 +236,6 @@ def _ended(pid, siginfo):
     _ffi.memset(siginfo, 0, _SIGINFO)
     _waitid(P_PID, pid, siginfo, WEXITED | WNOHANG | WNOWAIT)
     return _ffi.c_int.from_address(siginfo + 16).value == pid
-
-
-def _reap_orphans(pid, siginfo):
-    """Collect every ended process of the case but its own process (one that ended after its parent: the interpreter
-    is its parent then, as init is under python on a host, and collects it as init would); whether there was one."""
-    reaped = False
-    while True:
-        _ffi.memset(siginfo, 0, _SIGINFO)
-        _waitid(P_ALL, 0, siginfo, WEXITED | WNOHANG | WNOWAIT)
-        other = _ffi.c_int.from_address(siginfo + 16).value
-        if other in (0, pid):
-            return reaped
-        _wait4(other, None, 0, None)
-        reaped = True
 
 
 def _reap(pid, status):
@@ -403,22 +393,22 @@ def _serve():
         # what the processes ended before this case left on the signalfd (the last case's, collected after its answer;
         # a waiting process ended on the fallback path) is not this case's
         _empty(woken, at + ANSWER + _SIGINFO)
-        forgiven = False
+        wakes = 0
         while not _ended(pid, at + ANSWER):
             for fd, _ in poller.poll():
                 if fd == woken:
                     _empty(woken, at + ANSWER + _SIGINFO)
                     if _ended(pid, at + ANSWER):
                         continue
-                    # SIGCHLD while the case's process runs: a process of the case that ended after its parent,
-                    # collected here, or a process of the case that signals the interpreter (kill, tgkill, sigqueue),
-                    # which ends the case: each signal would wake the interpreter and add to its own CPU time, which
-                    # says when the host starts a sandbox anew. A wake after one that collected such processes is
-                    # forgiven (its signal may be theirs), so a case has at most twice its processes' worth.
-                    reaped = _reap_orphans(pid, at + ANSWER)
-                    if not reaped and not forgiven:
+                    # SIGCHLD while the case's process runs: a process of the case that ended (or stopped) after its
+                    # parent, the interpreter its parent then, as init is under python on a host; or a process of
+                    # the case signalling the interpreter (kill, its process group, sigqueue). Each wakes the
+                    # interpreter and adds to its own CPU time, which says when the host starts a sandbox anew, so
+                    # a case may wake it as often as it may have processes (each such process is left a zombie,
+                    # holding its place, until the case ends), and is ended past that.
+                    wakes += 1
+                    if wakes > WAKES:
                         _kill(-1, signal.SIGKILL)
-                    forgiven = reaped
                 elif channel.recv(16):  # "end"
                     _kill(-1, signal.SIGKILL)
                 else:
