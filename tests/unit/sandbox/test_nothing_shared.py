@@ -318,6 +318,17 @@ SENDS = {
 }
 
 
+def four_between_two(sandbox, program: str, word: str) -> list:
+    """The outcomes of a session of ``program``: a case of no input, four cases of ``word``, a case of no input; one
+    sandbox throughout (none started anew), and the last case reading the same of it as the first."""
+    with sandbox.session(program) as session:
+        outcomes = [session.run(text) for text in ["", *[word] * 4, ""]]
+        assert session.started == 1
+    first, last = outcomes[0], outcomes[-1]
+    assert first.status == last.status == OK and first.stdout == last.stdout, (first, last)
+    return outcomes[1:-1]
+
+
 @pytest.mark.parametrize("send", sorted(SENDS))
 def test_a_case_that_signals_the_interpreter_is_ended_and_cannot_have_the_sandbox_started_anew(sandbox, send):
     # Before (an adversarial pass): each signal woke the interpreter, whose own CPU time passed half cpu_s after three
@@ -328,13 +339,7 @@ def test_a_case_that_signals_the_interpreter_is_ended_and_cannot_have_the_sandbo
                "print(os.stat('/').st_dev, flush=True)\nif sys.stdin.read() == 'send':\n"
                "    end = time.monotonic() + 1.6\n    while time.monotonic() < end:\n"
                f"        {SENDS[send]}\n")
-    with sandbox.session(program) as session:
-        first = session.run("")
-        sent = [session.run("send") for _ in range(4)]
-        last = session.run("")
-        assert session.started == 1
-    assert first.status == last.status == OK and first.stdout == last.stdout, (first, last)
-    for outcome in sent:
+    for outcome in four_between_two(sandbox, program, "send"):
         assert outcome.exit_code == 128 + signal.SIGKILL and outcome.seconds < 1.0, outcome
 
 
@@ -364,12 +369,7 @@ def test_processes_a_case_leaves_to_the_interpreter_cannot_have_the_sandbox_star
     # An independent review of the change above: had the interpreter collected such processes while the case ran,
     # each would have freed its place for the next, and a case could wake it without end (clone(CLONE_PARENT) makes
     # one in microseconds). They stay until the case ends, so a case wakes it at most as often as it may have processes
-    with sandbox.session(CHURN) as session:
-        first = session.run("")
-        churned = [session.run("churn") for _ in range(4)]
-        last = session.run("")
-        assert session.started == 1
-    assert first.status == last.status == OK and first.stdout == last.stdout, (first, last)
+    churned = four_between_two(sandbox, CHURN, "churn")
     assert all(outcome.status == OK for outcome in churned), churned
 
 
