@@ -10,10 +10,10 @@ reward manager and math rewards. What lets verl run on a CPU at all is gdpo_verl
 for the CPU, added through verl's platform registry) and the environment of
 scripts/setup_cpu_training_env.sh; docs/cpu-training.md lists every such piece.
 
-Each start of a run costs about 75 s on 2 cores (every process of the run imports torch, verl and vLLM); a step,
-seconds. So runs are shared where the checks need the same steps: the resume goes on from a copy of the main job's
-run (which checkpoints after each step) through the legacy trainer and the V1 trainer's asynchronous modes. Four
-starts in all.
+Each start of a run costs about 150 to 180 CPU-seconds (its processes import torch, verl and vLLM;
+docs/development.md, "Where the time goes"); a step, seconds. So runs are shared where the checks need the same
+steps: the resume goes on from a copy of the main job's run (which checkpoints after each step) through the legacy
+trainer and the V1 trainer's asynchronous modes. Four starts in all.
 They need .venv-cpu-training (scripts/test.sh creates it); ``pytest -m "not cpu_training"`` leaves them out.
 """
 from __future__ import annotations
