@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -15,6 +17,18 @@ def shown(value: Any) -> str:
     if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and abs(int(value)) > 2**1024:
         return f"an integer too large for a float (about {int(int(value).bit_length() * math.log10(2)) + 1:,} digits)"
     return f"{value!r:.80}"
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The name in ``known`` a misspelled ``name`` most likely meant, or None when none is close."""
+    found = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the name in ``known`` closest to ``name``; ``""`` when none is close."""
+    guess = closest(name, known)
+    return f" (did you mean {guess!r}?)" if guess else ""
 
 
 def finite_number(value: Any, what: str, *, minimum: float | None = None, above: float | None = None) -> float:

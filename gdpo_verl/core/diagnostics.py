@@ -41,7 +41,7 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
         responses it applies to (0 when none), and ``gdpo/<reward>/raw_mean`` the mean before, for a conditioned
         reward.
         ``gdpo/<reward>/applies_frac``: fraction of responses the reward applies to (1 unless some ``compute_score``
-        returned None for it, or left it out).
+        returned None for it).
         ``gdpo/<reward>/weight``: its weight in force this step (a schedule's value at the step, times SAW's).
         ``gdpo/<reward>/zero_var_group_frac``: fraction of groups where that reward is constant (among the
         responses it applies to; a group where it applies to none counts as constant).

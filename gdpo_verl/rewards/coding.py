@@ -421,4 +421,7 @@ def check_node(**reward_kwargs: Any) -> None:
 
 
 compute_score.reward_class = CodingReward  # read by gdpo_verl.verl_adapter.reward_manager
-compute_score.needs = RewardNeeds(weights_in_score=True, node_check=check_node)
+compute_score.needs = RewardNeeds(
+    returns=("pass_rate", "length", "no_bug", "response_length", "test_cases", "code_found", "tests_not_run",
+             "tests_passed", "timeouts", "verify_failed"),
+    weights_in_score=True, node_check=check_node)

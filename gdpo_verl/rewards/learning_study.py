@@ -32,6 +32,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from gdpo_verl.rewards.needs import RewardNeeds
 
 TASK = "copy the prompt's number into \\boxed{}, open with </think>, use at most 6 tokens (rewards: correct, short, format)"
 CONDITIONED_TASK = ("copy the prompt's number into \\boxed{}, within 4 tokens when correct, open with </think>, "
@@ -86,6 +87,10 @@ def compute_conditioned_score(
     correct, short, opens = _read(solution_str, ground_truth, extra_info, max_length, kwargs)
     components = {"correct": float(correct), "length": float(correct and short), "format": float(opens)}
     return {"score": sum(components.values()), **components}
+
+
+compute_score.needs = RewardNeeds(returns=REWARD_KEYS)
+compute_conditioned_score.needs = RewardNeeds(returns=CONDITIONED_REWARD_KEYS)
 
 
 def _read(solution_str: str, ground_truth: Any, extra_info: dict | None, max_length: int,

@@ -249,7 +249,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
 
 
 compute_score.reward_class = MathLengthReward  # read by gdpo_verl.verl_adapter.reward_manager
-compute_score.needs = RewardNeeds(weights_in_score=True)  # score = correct_weight * correct + length_weight * length
+compute_score.needs = RewardNeeds(  # score = correct_weight * correct + length_weight * length
+    returns=("correct", "length", "short", "response_length", "answer_found", "hedged", "verify_failed"),
+    weights_in_score=True)
 
 
 @dataclass(frozen=True)

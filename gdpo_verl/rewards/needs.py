@@ -1,7 +1,14 @@
 """What a reward function needs of a training run, declared by the reward itself: ``compute_score.needs``, a
 ``RewardNeeds``. The config check (``gdpo_verl/verl_adapter/reward_config.py``) reads it from the function
-``reward.custom_reward_function`` names, for a reward loaded as ``pkg://<module>``, before Ray starts; a reward
-without it needs nothing of gdpo-verl's checks. No verl.
+``reward.custom_reward_function`` names (a ``pkg://<module>`` or a file, imported in the driver as verl's reward
+workers import it), before Ray starts; a reward without it needs nothing of gdpo-verl's checks. No verl.
+
+A reward of your own declares what its dict holds, so that a misspelled ``algorithm.gdpo_reward_keys`` entry stops
+the run before Ray starts (without it, at the first response scored)::
+
+    from gdpo_verl.rewards.needs import RewardNeeds
+
+    compute_score.needs = RewardNeeds(returns=("correct", "length"))
 """
 
 from __future__ import annotations
@@ -15,6 +22,9 @@ from typing import Any
 class RewardNeeds:
     """
     Attributes:
+        returns: the keys of the dict it returns besides ``score``, each in every call (None for a response a
+            component does not apply to). The config check refuses a reward key that is not among them, naming the
+            closest; ``()``: not declared (such a key then stops the run at the first response scored).
         weights_in_score: its summed ``score`` (what GRPO and dynamic sampling train on) weighs each component by
             a ``<component>_weight`` reward_kwarg, which must then equal the component's weight in
             ``algorithm.gdpo_reward_weights``: the config check refuses weights that differ.
@@ -24,9 +34,14 @@ class RewardNeeds:
             keeps the reward from running there. The "gdpo_verl" reward manager passes the reward its
             ``sandbox_fusion`` where the function also names the class it makes (``compute_score.reward_class``,
             as ``gdpo_verl.rewards.coding`` does).
-
-    Read only for a reward loaded as ``pkg://<module>``: the driver imports that module before Ray starts.
     """
 
+    returns: tuple[str, ...] = ()
     weights_in_score: bool = False
     node_check: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.returns, str) or not all(isinstance(key, str) and key for key in self.returns):
+            raise TypeError(f"RewardNeeds.returns must be a tuple of key names, such as ('correct', 'length'); got "
+                            f"{self.returns!r}.")
+        object.__setattr__(self, "returns", tuple(self.returns))

@@ -141,7 +141,8 @@ def compute_score(
     }
 
 
-compute_score.needs = RewardNeeds(weights_in_score=True)  # score = format_weight * format + correct_weight * correct
+compute_score.needs = RewardNeeds(  # score = format_weight * format + correct_weight * correct
+    returns=("format", "correct", "tool_call_expected", "tool_call_parsed", "exact_match"), weights_in_score=True)
 
 
 def parse_ground_truth(value: Any) -> GroundTruth:

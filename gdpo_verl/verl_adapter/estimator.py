@@ -29,7 +29,7 @@ from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.options import COMPUTED, GDPO_ONLY
 from gdpo_verl.core.records import RecordWriter
 from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME
-from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, find_reward, reward_fields
+from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, find_reward, missing_component
 from gdpo_verl.verl_adapter.settings import GdpoSettings, settings_from_config
 
 logger = logging.getLogger("gdpo_verl")
@@ -185,15 +185,15 @@ def warn_unapplied(parts: GdpoParts, global_step: int | None) -> None:
         raise ValueError(
             f"none of the GDPO reward components {unapplied} applies to any response of "
             f"{'the batch' if global_step is None else f'step {global_step}'}: "
-            "compute_score returned None for each, or left them out of its dict (or returned a plain number), every "
-            "time, so every advantage would be 0. Make compute_score return a dict with the components that "
-            "algorithm.gdpo_reward_keys lists (by those names)."
+            "compute_score returned None for each, every time, so every advantage would be 0. Make compute_score "
+            "return a number for the components that algorithm.gdpo_reward_keys lists, for the responses they apply "
+            "to."
         )
     for k, name in enumerate(parts.names):
         if name in unapplied:
             logger.warning(
                 "GDPO reward component %r applies to none of the %d responses of step %s (compute_score returned None "
-                "for it, or left it out, every time): it gave this step's advantages nothing. If that is not meant, "
+                "for it every time): it gave this step's advantages nothing. If that is not meant, "
                 "check compute_score and the data_source of the batch's prompts.",
                 name, int(responses.sum()), global_step if global_step is not None else "(outside a trainer)",
             )
@@ -295,22 +295,15 @@ def gather_rewards(
             if present is not None:
                 applies[key] = present
         else:
-            token_level_key, _ = reward_fields(key)
             available = sorted(per_response) + sorted(tensors)
-            hint = (
-                f"Make compute_score return a dict containing {key!r} (or {token_level_key!r} with one value per "
-                "response token), or fix algorithm.gdpo_reward_keys."
-            )
             if set(available) <= {"uid"}:
-                hint = (
-                    "No reward component reached the advantage stage at all. Under verl's V1 trainer "
-                    "(trainer.use_v1=True) gdpo-verl fetches them from TransferQueue in the trainer process: "
-                    "check that the gdpo_verl plugin is installed on every node and allowed by "
+                raise ValueError(
+                    f"GDPO reward key {key!r}: no reward component reached the advantage stage at all. Under verl's "
+                    "V1 trainer (trainer.use_v1=True) gdpo-verl fetches them from TransferQueue in the trainer "
+                    "process: check that the gdpo_verl plugin is installed on every node and allowed by "
                     "VERL_USE_EXTERNAL_PLUGINS, and that the verl version is supported."
                 )
-            raise ValueError(
-                f"GDPO reward key {key!r} not found. Available per-response keys: {available or 'none'}. {hint}"
-            )
+            raise ValueError(missing_component(key, available, keys))
     return rewards, applies
 
 

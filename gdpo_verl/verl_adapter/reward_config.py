@@ -8,6 +8,7 @@ the same reward_kwargs and node check from here.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from gdpo_verl.rewards.needs import RewardNeeds
@@ -20,39 +21,70 @@ def config_value(config: Any, key: str, default: Any = None) -> Any:
 
 PKG_PREFIX = "pkg://"  # a reward loaded as a module (verl.utils.import_utils.load_module), not from a file
 
+# The reward modules this process loaded from files to read their declaration, by path: one import each, as verl's
+# reward worker imports the file once.
+_LOADED_FILES: dict[str, Any] = {}
+
 
 def reward_needs(config: Any) -> RewardNeeds:
     """What the reward ``reward.custom_reward_function`` names declares it needs (``compute_score.needs``,
-    ``gdpo_verl/rewards/needs.py``), for a reward loaded as ``pkg://<module>``: the module is imported here, in the
-    driver before Ray starts, as verl imports it in its reward workers. A reward from a file, or one that declares
-    nothing, needs nothing of these checks. A module that cannot be imported here, or that has no function of that
-    name, is refused naming why."""
+    ``gdpo_verl/rewards/needs.py``): its module (``pkg://<module>``) or file is imported here, in the driver before
+    Ray starts, as verl imports it in its reward workers (``verl.utils.import_utils.load_module``). No reward
+    function (verl's own scorers by data_source), or one that declares nothing, needs nothing of these checks. A
+    reward that cannot be imported here, or that has no function of that name, is refused naming why."""
     function = reward_function(config)
     path = config_value(function, "path") if function is not None else None
-    if not isinstance(path, str) or not path.startswith(PKG_PREFIX):
+    if not path:
         return RewardNeeds()
-    module_name, name = _module_name(path), config_value(function, "name") or "compute_score"
+    name = config_value(function, "name") or "compute_score"
     where = f"reward.custom_reward_function.path={path}"
+    if isinstance(path, str) and path.startswith(PKG_PREFIX):
+        module = _import_module(_module_name(path), where)
+    else:
+        module = _import_file(str(path), where)
+    if not callable(getattr(module, name, None)):
+        raise ValueError(f"reward.custom_reward_function.name={name} is not a function of {path}; name the reward "
+                         "function it defines (compute_score for gdpo-verl's rewards).")
+    needs = getattr(getattr(module, name), "needs", None)
+    if needs is not None and not isinstance(needs, RewardNeeds):
+        raise ValueError(f"{path}: {name}.needs must be a gdpo_verl.rewards.needs.RewardNeeds; got "
+                         f"{type(needs).__name__}.")
+    return needs or RewardNeeds()
+
+
+def _import_module(module_name: str, where: str) -> Any:
     try:
-        module = importlib.import_module(module_name)
+        return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and (module_name + ".").startswith(exc.name + "."):  # it, or a package above it
             raise ValueError(f"{where}: there is no module {module_name} here. Name an installed module "
                              "(pkg://gdpo_verl.rewards.math_length, ...) or a file.") from exc
         raise ValueError(f"{where}: importing it failed ({exc}). gdpo-verl reads what the reward declares it needs "
                          "(compute_score.needs) in the driver, before Ray starts: install what it imports on this "
-                         "node too, or load the reward from a file.") from exc
+                         "node too.") from exc
     except Exception as exc:
         raise ValueError(f"{where}: importing it failed ({type(exc).__name__}: {exc}). gdpo-verl reads what the "
                          "reward declares it needs (compute_score.needs) in the driver, before Ray starts.") from exc
-    if not callable(getattr(module, name, None)):
-        raise ValueError(f"reward.custom_reward_function.name={name} is not a function of {module_name}; "
-                         "name the reward function the module defines (compute_score for gdpo-verl's rewards).")
-    needs = getattr(getattr(module, name), "needs", None)
-    if needs is not None and not isinstance(needs, RewardNeeds):
-        raise ValueError(f"{module_name}.{name}.needs must be a gdpo_verl.rewards.needs.RewardNeeds; got "
-                         f"{type(needs).__name__}.")
-    return needs or RewardNeeds()
+
+
+def _import_file(path: str, where: str) -> Any:
+    """A reward file, imported as verl's reward workers import it (``verl.utils.import_utils.load_module``)."""
+    from verl.utils.import_utils import load_module
+
+    file = path.removeprefix("file://")
+    if not os.path.isfile(file):
+        what = "is a directory" if os.path.isdir(file) else "does not exist"
+        raise ValueError(f"{where}: {os.path.abspath(file)} {what} on this node. Give the reward file's path (verl's "
+                         "reward workers load it from the same path on their nodes).")
+    key = os.path.realpath(file)
+    if key not in _LOADED_FILES:
+        try:
+            _LOADED_FILES[key] = load_module(path)
+        except Exception as exc:
+            raise ValueError(f"{where}: importing it failed ({type(exc).__name__}: {exc}). verl's reward workers "
+                             "would fail the same way; gdpo-verl imports it in the driver first, before Ray starts, "
+                             "to read what it declares (compute_score.needs).") from exc
+    return _LOADED_FILES[key]
 
 
 def sandboxed_reward_kwargs(config: Any) -> dict | None:

@@ -41,7 +41,7 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
 from gdpo_verl.core.checks import is_reward_value
-from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, find_reward
+from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, find_reward, missing_component
 from gdpo_verl.verl_adapter.reward_config import sandboxed_reward_kwargs
 from gdpo_verl.verl_adapter.settings import REWARD_MANAGER_NAME, SIGNATURE_KEY, reward_timeout
 
@@ -57,11 +57,13 @@ def reward_signature(components: Sequence[float | None]) -> float:
 
 def signature_components(info: Mapping[str, Any], keys: Sequence[str]) -> list[float | None]:
     """The outcome value of each key in ``info`` (a token-level list is summed; None where the component does not
-    apply: None, or left out, as ``components.fill_unapplied`` then records it); raises naming what is wrong."""
+    apply: None); raises naming what is wrong."""
     values = []
     for key in keys:
         found, token_level = find_reward(key, info)
-        if found is None or info[found] is None:
+        if found is None:
+            raise ValueError(missing_component(key, info, keys))
+        if info[found] is None:
             values.append(None)
             continue
         value = float(np.sum(np.asarray(info[found], dtype=np.float64))) if token_level else info[found]

@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 from gdpo_verl.core.advantage import GdpoOptions
 from gdpo_verl.core.inputs import weight_vector_for
-from gdpo_verl.core.checks import boolean, finite_number
+from gdpo_verl.core.checks import boolean, did_you_mean, finite_number
 from gdpo_verl.core.conditions import check_conditions
 from gdpo_verl.core.options import COMPUTED, DEFAULTS, GDPO_ONLY, IN_BLOCK, OPTIONS, checked, unread
 from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakpoints, weights_at
@@ -105,8 +105,9 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
             and (str(key).startswith("gdpo") or difflib.get_close_matches(str(key), GDPO_KEYS, n=1, cutoff=0.85))
         )
         if unknown:
+            named = ", ".join(f"algorithm.{key}{did_you_mean(str(key), GDPO_KEYS)}" for key in unknown)
             raise ValueError(
-                f"unknown GDPO key(s) algorithm.{unknown}; GDPO reads algorithm.{list(GDPO_KEYS)}. "
+                f"unknown GDPO key(s) {named}; GDPO reads algorithm.{list(GDPO_KEYS)}. "
                 "A misspelled key would otherwise be ignored and its default used."
             )
     name = _get(algorithm, "adv_estimator")
@@ -138,7 +139,8 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
         )
     unknown = sorted(set(options) - set(OPTION_DEFAULTS))
     if unknown:
-        raise ValueError(f"unknown option(s) algorithm.gdpo.{unknown}; known options: {sorted(OPTION_DEFAULTS)}.")
+        named = ", ".join(f"algorithm.gdpo.{key}{did_you_mean(str(key), OPTION_DEFAULTS)}" for key in unknown)
+        raise ValueError(f"unknown option(s) {named}; known options: {sorted(OPTION_DEFAULTS)}.")
     # each option from algorithm.gdpo (or, for verl's own keys, algorithm), as its declaration checks it
     given = {**{option: _get(options, option, DEFAULTS[option]) for option in IN_BLOCK},
              **{option: _get(algorithm, OPTIONS[option].key.removeprefix("algorithm."), DEFAULTS[option])
@@ -309,6 +311,7 @@ def check_config(config: Any) -> GdpoSettings | None:
             "logged), or train with algorithm.adv_estimator=gdpo."
         )
     if settings is not None or observed is not None:
+        _check_declared_returns(config, settings or observed)
         _check_score_weights(config, settings or observed)
         _log_negative_weights(settings or observed)
     if settings is not None and settings.dump_dir is not None:
@@ -408,6 +411,22 @@ def check_dump_dir(dump_dir: str) -> None:
         raise ValueError(f"algorithm.gdpo.dump_dir={dump_dir!r}: {existing} is a file, not a directory. {fix}")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(f"algorithm.gdpo.dump_dir={dump_dir!r}: {existing} is not writable by this process. {fix}")
+
+
+def _check_declared_returns(config: Any, settings: GdpoSettings) -> None:
+    """A reward that declares the keys its dict holds (``RewardNeeds.returns``): every reward key must be one of them.
+    Without a declaration the same mistake stops the run at the first response scored
+    (``components.require_components``)."""
+    returns = reward_needs(config).returns
+    unknown = [key for key in settings.reward_keys if returns and key not in returns]
+    if unknown:
+        path = _get(reward_function(config), "path")
+        named = ", ".join(f"{key!r}{did_you_mean(key, returns)}" for key in unknown)
+        raise ValueError(
+            f"algorithm.gdpo_reward_keys={list(settings.reward_keys)} names {named}, which the reward "
+            f"{path} does not return: it declares {list(returns)} besides 'score' (compute_score.needs.returns). "
+            "List the components it returns."
+        )
 
 
 def _check_score_weights(config: Any, settings: GdpoSettings) -> None:

@@ -80,7 +80,7 @@ TOUCH_POINTS = (
     TouchPoint(f"{REWARD_MANAGERS}.naive", "NaiveRewardManager.run_single", "scores responses as it does",
                ("self", "data")),
     TouchPoint(REWARD_LOOP, "RewardLoopWorker.compute_score",
-               "marks a reward component a response's compute_score left out as not applying (None)", ("self", "data")),
+               "holds every response's compute_score dict to the reward keys (components.require_components)", ("self", "data")),
     TouchPoint("verl.trainer.ppo.reward", "_call_with_kwargs", "calls the reward function as verl does",
                ("raw_fn", "extra_kwargs")),
     TouchPoint("verl.trainer.ppo.reward", "_call_with_kwargs_async", "calls the reward function as verl does",

@@ -26,9 +26,10 @@ touch point (``touch_points.require``: a verl where it is missing or changed is 
   the global step back to the number of steps the checkpoint holds, so no step number is skipped and the records
   of the steps a killed run did not checkpoint are set aside (``resumed_step_number``).
 - ``verl.experimental.reward_loop.reward_manager``: registers the "gdpo_verl" reward manager.
-- ``RewardLoopWorker.compute_score`` (every reward manager's results pass there, on both trainers): a GDPO reward
-  component that a response's ``compute_score`` dict leaves out is set to None there (it does not apply to that
-  response), where verl would misalign or drop it when it stacks the samples' values.
+- ``RewardLoopWorker.compute_score`` (every reward manager's results pass there, on both trainers): each response's
+  ``compute_score`` dict must hold every GDPO reward component (None where one does not apply); a key left out stops
+  the run there, at the first response of the first step, naming the keys the dict holds
+  (``components.require_components``).
 
 Under another estimator with ``algorithm.gdpo_reward_keys`` set, both trainers run the same steps to log the
 ``gdpo/`` metrics of what GDPO would compute (``estimator.observe``), leaving that estimator's advantages alone.
@@ -49,7 +50,7 @@ from typing import Any
 
 from gdpo_verl.core.records import RecordWriter
 from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node, require_reward_on_every_node
-from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, fill_unapplied
+from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, require_components
 from gdpo_verl.verl_adapter.estimator import Step, current_step, observe, running
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME, OUR_ESTIMATORS
@@ -385,7 +386,7 @@ def _wrap_reward_loop_worker(module: ModuleType) -> None:
             keys = algorithm.get("gdpo_reward_keys", None) if algorithm is not None else None
             info = result.get("reward_extra_info", None) if isinstance(result, dict) else None
             if keys and isinstance(info, dict):
-                fill_unapplied(info, keys, self.__dict__.setdefault("_gdpo_verl_forms", {}))
+                require_components(info, keys, self.__dict__.setdefault("_gdpo_verl_forms", {}))
             return result
 
         return compute_score

@@ -65,7 +65,8 @@ def step_inputs_from_fields(keys: Sequence[str], fields: Mapping[str, Any], rewa
         if found is None:
             absent.append(key)
             continue
-        # A sample without the component: compute_score left it out, so it does not apply there (None).
+        # A sample without the component: one that did not pass through verl's RewardLoopWorker (where a key left
+        # out stops the run, components.require_components); it does not apply there (None).
         values = [info.get(found) for info in infos]
         other = [sample for sample, info in zip(keys, infos, strict=True) if found not in info and names[1] in info]
         if found == names[0] and (other or any(value is None for value in values)):

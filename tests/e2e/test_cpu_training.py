@@ -293,7 +293,7 @@ def check_resumed(out: Path, steps: int, killed: tuple[int, ...], stdout: str, u
 
 
 # The resumed runs train on a mixed-task batch (tests/fixtures/mixed_task/reward.py: the length component does not
-# apply to half the prompts, left out of compute_score's dict or None), with GD2PO's snr masking and the length
+# apply to half the prompts: None), with GD2PO's snr masking and the length
 # weight on a schedule, 0.5 at step 0 rising to 1.0 at step 8: a resumed run must read it at the step it resumes at.
 MIXED_TASK = ("algorithm.gdpo.conflict=snr",
               f"reward.custom_reward_function.path={ROOT / 'tests' / 'fixtures' / 'mixed_task' / 'reward.py'}",

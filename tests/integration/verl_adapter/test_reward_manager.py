@@ -110,7 +110,7 @@ def test_signature_is_equal_exactly_when_all_components_are_equal():
 
 def through_worker(reward_manager, data):
     """``reward_manager``'s result for ``data`` as verl's RewardLoopWorker returns it (its compute_score, which every
-    manager's result passes through on both trainers: where gdpo-verl fills in the components that do not apply).
+    manager's result passes through on both trainers: where gdpo-verl holds the dict to the reward keys).
     The worker is made without __init__, which would load a tokenizer from the hub; its compute_score is verl's."""
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
@@ -121,15 +121,16 @@ def through_worker(reward_manager, data):
     return reward_manager.loop.run_until_complete(worker.compute_score(data))
 
 
-def test_a_component_compute_score_leaves_out_does_not_apply_to_that_response():
-    # (a misspelled key then applies to no response: the estimator names it in a warning every step)
-    info = through_worker(manager(reward_keys=("correct", "lenght")), sample("4"))["reward_extra_info"]
-    assert info["lenght"] is None
-    assert list(info)[:2] == ["correct", "lenght"]  # the components first, in the keys' order
-    assert info[SIGNATURE_KEY] != score(manager(reward_keys=("correct", "length")), sample("4"))["reward_extra_info"][
-        SIGNATURE_KEY]
-    # the manager alone leaves the fill-in to the worker: it happens once per response, there
-    assert "lenght" not in score(manager(reward_keys=("correct", "lenght")), sample("4"))["reward_extra_info"]
+def test_a_misspelled_reward_key_stops_the_reward_worker_at_its_first_response_naming_what_it_returned():
+    # before, the key was filled in as None (does not apply) and the run trained on the other component alone
+    expected = (r"compute_score returned no 'lenght', which algorithm.gdpo_reward_keys=\['correct', 'lenght'\] names; "
+                r"it returned \['correct', 'length', 'score', 'seen'\]. Did you mean 'length'\?")
+    with pytest.raises(ValueError, match=expected):
+        through_worker(manager(reward_keys=("correct", "lenght")), sample("4"))
+    with pytest.raises(ValueError, match=expected):  # the manager alone refuses it too (its signature)
+        score(manager(reward_keys=("correct", "lenght")), sample("4"))
+    info = through_worker(manager(reward_keys=("length", "correct")), sample("4"))["reward_extra_info"]
+    assert list(info)[:2] == ["length", "correct"]  # the components first, in the keys' order
 
 
 def test_a_non_numeric_component_is_refused():
@@ -249,13 +250,16 @@ def test_a_bad_reward_timeout_is_refused(value):
         GdpoRewardManager(config, tiny_tokenizer(), compute_score)
 
 
-def test_verls_own_reward_manager_marks_a_left_out_component_as_not_applying_in_the_reward_worker():
-    # verl's RewardLoopWorker with verl's "naive" manager, as with gdpo-verl's own above
+def test_verls_own_reward_manager_is_held_to_the_reward_keys_in_the_reward_worker():
+    # verl's RewardLoopWorker with verl's "naive" manager, as with gdpo-verl's own above: None says a component does
+    # not apply to a response; a key left out of the dict stops the worker
 
     def code_on_even_prompts(data_source, solution_str, ground_truth, extra_info, **kwargs):
-        result = {"score": 1.0, "correct": 1.0}
+        result = {"score": 1.0, "correct": 1.0, "code": None}
         if extra_info["index"] % 2 == 0:
             result["code"] = 0.5
+        if extra_info["index"] == 3:
+            del result["code"]
         return result
 
     config = OmegaConf.create({"algorithm": {"gdpo_reward_keys": ["correct", "code"]},
@@ -266,6 +270,8 @@ def test_verls_own_reward_manager_marks_a_left_out_component_as_not_applying_in_
     assert [info["code"] for info in infos] == [None, 0.5]
     # what verl's RewardLoopManager.compute_rm_score and the agent loop do next: stack by the first sample's keys
     assert np.array([info["code"] for info in infos]).tolist() == [None, 0.5]
+    with pytest.raises(ValueError, match=r"returned no 'code'.*it returned \['correct', 'score'\]"):
+        through_worker(naive, sample("4", extra_info={"index": 3}))
 
 
 def test_the_readmes_example_reward_pasted_as_is_needs_the_gdpo_verl_manager_and_scores_through_it():

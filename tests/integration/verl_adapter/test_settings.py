@@ -58,20 +58,20 @@ def test_verl_algo_config_dataclass_is_accepted():
         ({"gdpo_reward_keys": ["a", "b"], "gdpo_reward_weights": {"a": 1.0, "c": 1.0}}, r"unknown: \['c'\]"),
         ({"gdpo_reward_keys": ["a", "b"], "gdpo_reward_weights": [1.0, float("inf")]}, "'b' must be a finite"),
         ({"gdpo_reward_keys": ["a"], "norm_adv_by_std_in_grpo": "yes"}, "must be true or false"),
-        ({"gdpo_reward_keys": ["a"], "gdpo": {"batchnorm": "token"}}, r"unknown option\(s\) algorithm.gdpo.\['batchnorm'\]"),
+        ({"gdpo_reward_keys": ["a"], "gdpo": {"batchnorm": "token"}}, r"unknown option\(s\) algorithm.gdpo.batchnorm \(did you mean 'batch_norm'\?\)"),
         ({"gdpo_reward_keys": ["a"], "gdpo": {"batch_norm": "group"}}, "algorithm.gdpo.batch_norm must be one of"),
         ({"gdpo_reward_keys": ["a"], "gdpo": {"eps": -1.0}}, "algorithm.gdpo.eps must be"),
         ({"gdpo_reward_keys": ["a"], "gdpo": "sequence"}, "algorithm.gdpo must be a mapping"),
         ({"gdpo_reward_keys": ["a"], "use_kl_in_reward": True}, "use_kl_in_reward=True is not supported.*use_kl_loss"),
         (
             {"gdpo_reward_keys": ["a", "b"], "gdpo_reward_weight": [1.0, 0.25]},
-            r"unknown GDPO key\(s\) algorithm.\['gdpo_reward_weight'\]",
+            r"unknown GDPO key\(s\) algorithm.gdpo_reward_weight \(did you mean 'gdpo_reward_weights'\?\)",
         ),
-        ({"gdpo_reward_key": ["a"]}, r"unknown GDPO key\(s\) algorithm.\['gdpo_reward_key'\]"),
+        ({"gdpo_reward_key": ["a"]}, r"unknown GDPO key\(s\) algorithm.gdpo_reward_key \(did you mean 'gdpo_reward_keys'\?\)"),
         # a typo that does not start with "gdpo" is caught too
         (
             {"gdpo_reward_keys": ["a", "b"], "gpdo_reward_weights": [1.0, 0.25]},
-            r"unknown GDPO key\(s\) algorithm.\['gpdo_reward_weights'\]",
+            r"unknown GDPO key\(s\) algorithm.gpdo_reward_weights \(did you mean 'gdpo_reward_weights'\?\)",
         ),
         ({"gdpo_reward_keys": ["a"], "use_kl_in_reward": "false"}, "use_kl_in_reward must be true or false"),
     ],
@@ -103,9 +103,10 @@ def test_weights_in_gdpo_and_in_the_summed_score_must_agree_for_this_packages_re
     check_config(whole_config(estimator, None, {}))  # all 1 on both sides
 
 
-def test_the_weight_check_leaves_other_reward_functions_alone():
+def test_the_weight_check_leaves_other_reward_functions_alone(tmp_path):
     # a user's own reward: gdpo-verl cannot know how its score is weighted
-    check_config(whole_config("gdpo", [1.0, 0.5], {}, path="/home/me/my_reward.py"))
+    (tmp_path / "my_reward.py").write_text("def compute_score(**kwargs):\n    return {'score': 0.0}\n")
+    check_config(whole_config("gdpo", [1.0, 0.5], {}, path=str(tmp_path / "my_reward.py")))
     with pytest.raises(ValueError, match="length_weight must be a finite number"):
         check_config(whole_config("gdpo", [1.0, 0.5], {"length_weight": "half"}))
 

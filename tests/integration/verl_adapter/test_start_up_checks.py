@@ -30,8 +30,8 @@ ERRORS = [
     (["algorithm.gdpo.conditions=[{reward:length,given:correct}]"], r"needs exactly the keys \['reward', 'given', 'at_least'\]"),
     (["algorithm.gdpo.conditions=[{reward:length,given:length,at_least:1}]"], r"cannot be conditioned on itself"),
     (["algorithm.gdpo.dump_dir=5"], r"algorithm\.gdpo\.dump_dir must be a directory path or null; got 5"),
-    (["+algorithm.gdpo.epsilon=0.1"], r"unknown option\(s\) algorithm\.gdpo\.\['epsilon'\]"),
-    (["+algorithm.gdpo_reward_weight=[1,1]"], r"unknown GDPO key\(s\) algorithm\.\['gdpo_reward_weight'\]"),
+    (["+algorithm.gdpo.epsilon=0.1"], r"unknown option\(s\) algorithm\.gdpo\.epsilon \(did you mean 'eps'\?\)"),
+    (["+algorithm.gdpo_reward_weight=[1,1]"], r"unknown GDPO key\(s\) algorithm\.gdpo_reward_weight \(did you mean 'gdpo_reward_weights'\?\)"),
     (["algorithm.use_kl_in_reward=true"], r"use_kl_in_reward=True is not supported.*actor_rollout_ref\.actor\.use_kl_loss"),
     (["algorithm.adv_estimator=grpo", "algorithm.gdpo_reward_weights=[1.0]"], r"has 1 value\(s\) \[1\.0\]"),
     (
@@ -122,8 +122,33 @@ def test_the_check_learns_what_a_reward_needs_from_the_reward_itself():
                               "+reward.custom_reward_function.reward_kwargs.python=/usr/bin/python3"))
     with pytest.raises(ValueError, match=r"path=pkg://tests.fixtures.no_such_reward: there is no module"):
         check_config(packaged("reward.custom_reward_function.path=pkg://tests.fixtures.no_such_reward"))
-    with pytest.raises(ValueError, match=r"name=no_such_function is not a function of tests.fixtures.declared_reward"):
+    with pytest.raises(ValueError, match=r"name=no_such_function is not a function of pkg://tests.fixtures.declared_reward"):
         check_config(packaged(DECLARED, "reward.custom_reward_function.name=no_such_function"))
+
+
+def test_a_reward_key_the_reward_does_not_declare_is_refused_before_ray_starts_with_the_closest(tmp_path):
+    # gdpo-verl's own rewards declare the keys their dict holds (compute_score.needs.returns): a misspelled key trained
+    # on the other components alone before
+    kit = "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.math_length"
+    with pytest.raises(ValueError, match=r"gdpo_reward_keys=\['corect', 'length'\] names 'corect' \(did you mean "
+                                         r"'correct'\?\), which the reward pkg://gdpo_verl.rewards.math_length does "
+                                         r"not return: it declares \['correct', 'length', "):
+        check_config(packaged(kit, "algorithm.gdpo_reward_keys=[corect,length]"))
+    # a reward of the user's, from a file, declares them the same way
+    reward = tmp_path / "my_reward.py"
+    reward.write_text("from gdpo_verl.rewards.needs import RewardNeeds\n\n"
+                      "def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):\n"
+                      "    return {'score': 1.0, 'correct': 1.0, 'format': 0.0}\n\n"
+                      "compute_score.needs = RewardNeeds(returns=('correct', 'format'))\n")
+    mine = f"reward.custom_reward_function.path={reward}"
+    with pytest.raises(ValueError, match=r"names 'lenght', which the reward .*my_reward.py does not return: it "
+                                         r"declares \['correct', 'format'\]"):
+        check_config(packaged(mine, "algorithm.gdpo_reward_keys=[correct,lenght]"))
+    assert check_config(packaged(mine, "algorithm.gdpo_reward_keys=[format,correct]")).reward_keys == ("format",
+                                                                                                         "correct")
+    # a path that names no file stops here too, not in every reward worker after the model loaded
+    with pytest.raises(ValueError, match=r"path=.*no_reward.py: .*no_reward.py does not exist on this node"):
+        check_config(packaged(f"reward.custom_reward_function.path={tmp_path / 'no_reward.py'}"))
 
 
 def test_a_valid_gdpo_config_passes_the_check():
@@ -157,6 +182,12 @@ def main_ppo(cwd, *arguments):
         (
             ["algorithm.adv_estimator=gdpo", "+algorithm.gdpo_reward_keys=[correct,length]", "algorithm.use_kl_in_reward=true"],
             "use_kl_in_reward=True is not supported",
+        ),
+        (
+            ["--config-path", "pkg://gdpo_verl.config", "--config-name", "gdpo_trainer",
+             "algorithm.gdpo_reward_keys=[corect,length]",
+             "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.math_length"],
+            "names 'corect' (did you mean 'correct'?), which the reward pkg://gdpo_verl.rewards.math_length does not",
         ),
     ],
 )

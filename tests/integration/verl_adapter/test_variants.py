@@ -14,7 +14,7 @@ from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from gdpo_verl.core.advantage import gdpo_outcome_parts
 from gdpo_verl.core.options import COMPUTED, DEFAULTS, GDPO_ONLY
-from gdpo_verl.verl_adapter.components import fill_unapplied
+from gdpo_verl.verl_adapter.components import require_components
 from gdpo_verl.verl_adapter.estimator import Step, gdpo_step, running
 from gdpo_verl.verl_adapter.reward_manager import reward_signature, signature_components
 from gdpo_verl.verl_adapter.settings import check_config, settings_from_config
@@ -89,32 +89,47 @@ def test_the_v1_reader_takes_a_component_some_samples_left_out_as_not_applying()
         step_inputs_from_fields(keys[:2], {"extra_fields": mixed}, ["code"])
 
 
-def test_verls_stacking_of_reward_extra_info_gets_none_for_a_left_out_component():
-    infos = [fill_unapplied({"score": 1.0, "correct": 1.0}, ["correct", "code"]),
-             fill_unapplied({"score": 1.0, "correct": 0.0, "code": 1.0}, ["correct", "code"])]
+def test_a_reward_key_left_out_of_compute_scores_dict_stops_naming_what_it_returned():
+    # a misspelled key trained on the other components alone before, with a warning per step
+    info = {"score": 1.0, "correct": 1.0, "length": 0.0, "short": 1.0}
+    with pytest.raises(ValueError, match=r"compute_score returned no 'corect', which algorithm.gdpo_reward_keys="
+                                         r"\['corect', 'length'\] names; it returned \['correct', 'length', 'score', "
+                                         r"'short'\]. Did you mean 'correct'\?"):
+        require_components(dict(info), ["corect", "length"])
+    with pytest.raises(ValueError, match="returned no 'code'.*None where the component does not apply"):
+        require_components(dict(info), ["correct", "code"])
+    # a plain number, which verl keeps as "acc"
+    with pytest.raises(ValueError, match="returned no 'correct'.*return a dict instead"):
+        require_components({"acc": 1.0}, ["correct"])
+
+
+def test_verls_stacking_of_reward_extra_info_keeps_none_for_a_component_that_does_not_apply():
+    infos = [require_components({"score": 1.0, "correct": 1.0, "code": None}, ["correct", "code"]),
+             require_components({"score": 1.0, "correct": 0.0, "code": 1.0}, ["correct", "code"])]
     # what verl's RewardLoopManager.compute_rm_score and the agent loop do with the samples' dicts
     stacked = {key: np.array([info[key] for info in infos]) for key in infos[0]}
     assert stacked["code"].tolist() == [None, 1.0]
     # the signature tells "does not apply" from every value
     assert len({reward_signature(signature_components(info, ["code"])) for info in
                 ({"code": None}, {"code": 0.0}, {"code": 1.0})}) == 3
+    with pytest.raises(ValueError, match="returned no 'code'"):
+        signature_components({"correct": 1.0}, ["correct", "code"])
 
 
-def test_batches_whose_first_response_left_a_component_out_still_concatenate():
+def test_batches_whose_first_response_returned_the_components_in_another_order_still_concatenate():
     # verl's agent loop names a batch's reward_extra_keys by its first sample's dict, and DataProto.concat refuses
     # batches whose names differ: verl's fully asynchronous trainer concatenates one batch per prompt group, the
-    # legacy trainer's agent loop one per worker. A group whose first response left "code" out (filled in last)
-    # would name the keys in another order than one whose response returned it.
+    # legacy trainer's agent loop one per worker. The components go first, in the order of the reward keys.
     def group(*infos):
-        infos = [fill_unapplied(dict(info), ["correct", "code"]) for info in infos]
+        infos = [require_components(dict(info), ["correct", "code"]) for info in infos]
         keys = list(infos[0])
         values = {key: np.array([info[key] for info in infos], dtype=object) for key in keys}
         return DataProto.from_dict(tensors={"rm_scores": torch.zeros(len(infos), 2)}, non_tensors=values,
                                    meta_info={"reward_extra_keys": keys})
 
-    left_out = group({"score": 1.0, "correct": 1.0}, {"score": 0.0, "correct": 0.0})
-    returned = group({"code": 1.0, "score": 2.0, "correct": 1.0}, {"score": 1.0, "correct": 1.0, "code": None})
-    batch = DataProto.concat([left_out, returned])
+    first = group({"score": 1.0, "correct": 1.0, "code": None}, {"score": 0.0, "correct": 0.0, "code": None})
+    second = group({"code": 1.0, "score": 2.0, "correct": 1.0}, {"score": 1.0, "correct": 1.0, "code": None})
+    batch = DataProto.concat([first, second])
     assert batch.meta_info["reward_extra_keys"] == ["correct", "code", "score"]
     assert batch.non_tensor_batch["code"].tolist() == [None, None, 1.0, None]
 
@@ -193,12 +208,12 @@ def test_a_per_token_component_with_a_gap_is_refused_naming_the_fix():
             step_inputs_from_fields(keys, {"extra_fields": infos}, ["code"])
     # in the reward worker, response by response: a None per-token list at once; a gap after a per-token one
     with pytest.raises(ValueError, match="is per token"):
-        fill_unapplied({"token_level_scores_code": None}, ["code"])
+        require_components({"token_level_scores_code": None}, ["code"])
     forms = {}
-    fill_unapplied({"token_level_scores_code": [1.0]}, ["code"], forms)
+    require_components({"token_level_scores_code": [1.0]}, ["code"], forms)
     with pytest.raises(ValueError, match="is per token"):
-        fill_unapplied({"score": 1.0}, ["code"], forms)
-    fill_unapplied({"code": None}, ["code"], {})  # one value per response: a gap is allowed
+        require_components({"score": 1.0, "code": None}, ["code"], forms)
+    require_components({"code": None}, ["code"], {})  # one value per response: a gap is allowed
 
 
 def test_a_step_where_no_component_applies_to_any_response_stops_naming_the_keys():

@@ -30,7 +30,10 @@ def reward():
 
 def score(reward, program, truth=ADD, length=100, fence="python", **options):
     text = f"reasoning</think>Here it is:\n```{fence}\n{program}\n```\n"
-    return reward("codecontests", text, truth, {"response_length": length}, **{**LIMITS, **options})
+    result = reward("codecontests", text, truth, {"response_length": length}, **{**LIMITS, **options})
+    # every call returns what compute_score declares (which the config check holds the reward keys to)
+    assert set(result) == {"score", *compute_score.needs.returns}
+    return result
 
 
 def test_a_correct_program_passes_every_test_and_gets_every_reward(reward):

@@ -16,7 +16,9 @@ from gdpo_verl.rewards.learning_study import (
 
 
 def score(text, truth="4", length=3, **options):
-    return compute_score("learning_study", text, truth, {"response_length": length}, **options)
+    result = compute_score("learning_study", text, truth, {"response_length": length}, **options)
+    assert set(result) == {"score", *compute_score.needs.returns}  # what it declares (the config check reads it)
+    return result
 
 
 def test_all_three_hold_for_the_ideal_answer():
@@ -58,7 +60,9 @@ def test_bad_options_and_a_missing_length_are_named():
 
 
 def conditioned(text, truth="4", length=3, **options):
-    return compute_conditioned_score("learning_study", text, truth, {"response_length": length}, **options)
+    result = compute_conditioned_score("learning_study", text, truth, {"response_length": length}, **options)
+    assert set(result) == {"score", *compute_conditioned_score.needs.returns}
+    return result
 
 
 @pytest.mark.parametrize(

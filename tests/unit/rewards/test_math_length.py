@@ -23,7 +23,9 @@ from gdpo_verl.rewards.math_length import (
 )
 from gdpo_verl.rewards.verifier import AnswerChecker, Deadline, Verdict
 
-KEYS = {"score", "correct", "length", "short", "response_length", "answer_found", "hedged", "verify_failed"}
+# what every call returns: score and the keys compute_score declares (compute_score.needs.returns, which the config
+# check holds algorithm.gdpo_reward_keys to before Ray starts); score() checks it on every answer of this file
+KEYS = {"score", *compute_score.needs.returns}
 
 # One reward (one checker pool) for this file's tests, as one reward manager holds one for its lifetime.
 REWARD = MathLengthReward()
@@ -37,7 +39,13 @@ def _stop_the_checker_processes():
 
 
 def score(text, truth="4", length=100, **options):
-    return REWARD("math", text, truth, {"response_length": length}, **options)
+    result = REWARD("math", text, truth, {"response_length": length}, **options)
+    assert set(result) == KEYS
+    return result
+
+
+def test_the_declared_keys_are_the_papers_two_rewards_and_what_explains_them():
+    assert KEYS == {"score", "correct", "length", "short", "response_length", "answer_found", "hedged", "verify_failed"}
 
 
 def test_correct_and_short():

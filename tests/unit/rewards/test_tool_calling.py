@@ -26,7 +26,10 @@ def truth(*calls, response=None):
 
 
 def score(response, ground_truth, **options):
-    return compute_score("toolrl", response, ground_truth, {}, **options)
+    result = compute_score("toolrl", response, ground_truth, {}, **options)
+    # every call returns what compute_score declares (which the config check holds the reward keys to)
+    assert set(result) == {"score", *compute_score.needs.returns}
+    return result
 
 
 # --------------------------------------------------------------------------- format
