@@ -47,6 +47,14 @@ launch() {
         printf '%s\n' "${RECIPE_KNOBS[@]}"
         exit 0
     fi
+    # the python on PATH runs the job (on a GPU node, the environment verl and gdpo-verl are installed in)
+    if ! python3 -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('verl') and u.find_spec('gdpo_verl')))" \
+        2>/dev/null; then
+        echo "recipes: python3 ($(command -v python3 || echo 'not found')) cannot import verl and gdpo-verl. Activate" \
+             "the environment they are installed in: on a GPU node pip install -e '.[vllm]' there (docs/install.md);" \
+             "on a CPU machine, the one scripts/train_cpu.sh makes: source .venv-cpu-training/bin/activate" >&2
+        exit 2
+    fi
     local entry=(-m verl.trainer.main_ppo --config-path pkg://gdpo_verl.config --config-name gdpo_trainer)
     # verl's experimental trainers: their own configs, with gdpo-verl's settings on top, and verl's trainer
     # configs found by package (their configs name them by a path relative to verl's repository)

@@ -6,7 +6,9 @@
 #
 #   CPU_TRAINING_PYTHON=exe  the environment's interpreter (default $CPU_TRAINING_VENV/bin/python, where
 #                            CPU_TRAINING_VENV defaults to .venv-cpu-training)
-#   OUT=dir                  required: metrics.jsonl (verl's file logger), run.log and checkpoints/ go here
+#   OUT=dir                  required: everything the run writes goes here: run.log (its whole output), metrics.jsonl
+#                            (verl's file logger, which a trainer.logger override keeps), checkpoints/, tensorboard/
+#                            (with trainer.logger=[...,tensorboard]) and hydra/ (the composed config, .hydra/config.yaml)
 #   STEPS=n                  training steps (default 2); the checkpoint is saved after the last
 #   START_STEP=k             a run resuming from its step-k checkpoint (default 0): the supervisor counts from k
 #   STALL_TIMEOUT=s          stop the run when for s seconds no step finishes and its processes are idle (default
@@ -14,8 +16,10 @@
 #                            on a busy machine longer, and a working step is never stopped by this)
 #   STEP_TIMEOUT=s           stop the run when one step (the first with the start-up) takes s seconds, working or
 #                            not (default 3600)
-#   PROGRESS=label           print one line per step, prefixed with label, instead of the run's whole output
-#                            (which always goes to OUT/run.log)
+#   VERBOSE=1                the run's whole output on the terminal too (it always goes to OUT/run.log); by default
+#                            the terminal gets the start-up's phases, a line when it was silent for 15 s, one line per
+#                            step, and a failure's cause (gdpo_verl/cpu_run/narrate.py)
+#   LABEL=text               put before each of those lines (several runs at once: the learning study)
 #   TRAINER=name             which of verl's trainers, through its own entry point (default sync):
 #                              sync, colocate_async, separate_async  verl's V1 trainer (trainer.v1.trainer_mode), main_ppo
 #                              legacy                                verl's legacy trainer (trainer.use_v1=false), main_ppo
@@ -50,6 +54,8 @@ export VERL_USE_EXTERNAL_MODULES=gdpo_verl.verl_adapter.cpu_platform VERL_PLATFO
 # verl registers its FSDP engine for cuda/npu; this picks it, and it runs on the platform's device ("cpu").
 export VERL_ENGINE_DEVICE=cuda
 export VERL_FILE_LOGGER_PATH="$OUT/metrics.jsonl"
+# verl's tensorboard logger writes to tensorboard_log/<project>/<experiment> under the working directory without it
+export TENSORBOARD_DIR="$OUT/tensorboard"
 export TOKENIZERS_PARALLELISM=false
 # vLLM's KV cache on the CPU: 1 GiB (vLLM's CPU build reads it in GiB). Without it vLLM gives the cache
 # rollout.gpu_memory_utilization of the machine's memory less what its own process holds, about 1 GiB, which on a
@@ -92,6 +98,8 @@ CPU=(
     trainer.val_before_train=False trainer.test_freq=-1
     "trainer.default_local_dir=$OUT/checkpoints"
     "trainer.logger=[console,file]"
+    # hydra writes the composed config (which check_run reads) and its own log here, not under the working directory
+    "hydra.run.dir=$OUT/hydra"
     transfer_queue.backend.SimpleStorage.num_data_storage_units=1
     +ray_kwargs.ray_init.address=local +ray_kwargs.ray_init.num_cpus=8 +ray_kwargs.ray_init.num_gpus=1
     +ray_kwargs.ray_init.include_dashboard=False
@@ -152,10 +160,31 @@ case "$TRAINER" in
         exit 2 ;;
 esac
 
+# The run's verdict reads verl's file logger: a trainer.logger of the user's keeps it (said once, on the terminal)
+OVERRIDES=()
+for argument in "$@"; do
+    case "$argument" in
+        trainer.logger=* | +trainer.logger=* | ++trainer.logger=*)
+            loggers=${argument#*=}
+            loggers=${loggers#[}
+            loggers=${loggers%]}
+            case ",$loggers," in
+                *,file,*) ;;
+                *) argument="${argument%%=*}=[${loggers:+$loggers,}file]"
+                   echo "cpu_main_ppo.sh: $argument (the CPU run's verdict reads verl's file logger, OUT/metrics.jsonl)" ;;
+            esac ;;
+    esac
+    OVERRIDES+=("$argument")
+done
+set -- ${OVERRIDES[@]+"${OVERRIDES[@]}"}
+
 SUPERVISE=(--log "$OUT/run.log" --metrics "$VERL_FILE_LOGGER_PATH" --steps "$STEPS" --stall-timeout "$STALL_TIMEOUT"
-           --step-timeout "$STEP_TIMEOUT" --start-step "${START_STEP:-0}")
-if [ -n "${PROGRESS:-}" ]; then
-    SUPERVISE+=(--progress "$PROGRESS")
+           --step-timeout "$STEP_TIMEOUT" --start-step "${START_STEP:-0}" --label "${LABEL:-}")
+if [ "${VERBOSE:-0}" = 1 ]; then
+    SUPERVISE+=(--verbose)
+elif [ -n "${VERBOSE:-}" ] && [ "$VERBOSE" != 0 ]; then
+    echo "cpu_main_ppo.sh: VERBOSE must be 1 (the run's whole output on the terminal) or 0; got '$VERBOSE'" >&2
+    exit 2
 fi
 exec "$PYTHON" -m gdpo_verl.cpu_run.supervise "${SUPERVISE[@]}" -- "$PYTHON" "${ENTRY[@]}" "${CPU[@]}" \
     "${MODE[@]}" "$@" ${LAST[@]+"${LAST[@]}"}

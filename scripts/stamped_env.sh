@@ -5,6 +5,8 @@
 #   env_is_set_up VENV FILE...  creates VENV if missing; true when the set-up script and the files it reads (FILE...,
 #                               with pyproject.toml), as they are now, already set VENV up
 #   mark_set_up VENV FILE...    records that they set VENV up (call it last, after every step succeeded)
+#   ticking WHAT COMMAND...     runs COMMAND, saying every 15 s that WHAT is still under way (pip --quiet is silent for
+#                               minutes the first time)
 
 env_stamp() {
     cat "${@:2}" pyproject.toml | sha256sum | cut -d' ' -f1
@@ -25,4 +27,18 @@ env_is_set_up() {
 
 mark_set_up() {
     env_stamp "$@" > "$1/.gdpo-verl-setup"
+}
+
+ticking() {
+    local what=$1 code=0 ticker
+    shift
+    (
+        started=$SECONDS
+        while sleep 15; do echo "  ... still $what ($((SECONDS - started)) s)"; done
+    ) &
+    ticker=$!
+    "$@" || code=$?
+    kill "$ticker" 2>/dev/null || true
+    wait "$ticker" 2>/dev/null || true
+    return "$code"
 }

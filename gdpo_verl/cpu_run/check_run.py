@@ -3,6 +3,12 @@ reasons when it did not.
 
     python -m gdpo_verl.cpu_run.check_run OUT --steps 2
 
+It follows the run's own config, as hydra recorded it (``OUT/hydra/.hydra/config.yaml``): the reward keys whose
+``gdpo/`` metrics it reads, and the directory of the per-step records (``algorithm.gdpo.dump_dir``; a run without
+records has the checks that need them named as not made, not failed). A run that trained every step and whose
+advantages were 0 at every step learned nothing: its verdict is NO SIGNAL, naming the components that were
+constant in every group, not FAILED.
+
 What a run must show:
 - every step reached verl's logger (``metrics.jsonl``), each with this plugin's ``gdpo/`` metrics, once (a
   resumed run must not log or record a step twice);
@@ -27,22 +33,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import sys
 from collections import Counter
 from pathlib import Path
 
 from gdpo_verl.core.records import RECORD_FILE
+from gdpo_verl.cpu_run.narrate import step_line
+from gdpo_verl.verl_adapter.composed_config import RunConfig, read_run_config
 
-GDPO_METRICS = (
-    "gdpo/correct/mean",
-    "gdpo/length/mean",
-    "gdpo/correct/zero_var_group_frac",
-    "gdpo/length/zero_var_group_frac",
-    "gdpo/cancelled_group_frac",
-    "gdpo/distinct_adv_per_group",
-    "gdpo/grpo_distinct_adv_per_group",
-)
+# Where the CPU run has hydra record its composed config (hydra.run.dir, scripts/cpu_main_ppo.sh), under OUT.
+HYDRA_DIR = "hydra"
+
+
+def gdpo_metrics(keys) -> tuple[str, ...]:
+    """The ``gdpo/`` metrics every step of a GDPO run with these reward keys logs."""
+    return (*(f"gdpo/{key}/{name}" for key in keys for name in ("mean", "zero_var_group_frac")),
+            "gdpo/cancelled_group_frac", "gdpo/distinct_adv_per_group", "gdpo/grpo_distinct_adv_per_group")
+
+
+def run_config(out: Path) -> RunConfig:
+    return read_run_config(out / HYDRA_DIR)
 # The largest difference of a sampled token's probability between vLLM (bf16) and the actor. Measured on this
 # run: 0.0009 to 0.0020 at both steps of several runs, when the weights agree; 0.15 between the initial and the
 # trained weights (the learning rate moves every weight by about 1e-2 per step), so a rollout server left on
@@ -91,9 +103,13 @@ def step_metrics(out: Path) -> dict[int, dict]:
     return dict(step_lines(out))
 
 
-def step_records(out: Path) -> dict[int, dict]:
-    """This plugin's per-step records (``algorithm.gdpo.dump_dir``)."""
-    return {record["step"]: record for record in read_jsonl(out / "gdpo" / RECORD_FILE)}
+def step_records(out: Path, dump_dir: str | None = None) -> dict[int, dict]:
+    """This plugin's per-step records (``algorithm.gdpo.dump_dir``: ``dump_dir``, OUT/gdpo by default)."""
+    return {record["step"]: record for record in read_jsonl(records_dir(out, dump_dir) / RECORD_FILE)}
+
+
+def records_dir(out: Path, dump_dir: str | None) -> Path:
+    return Path(dump_dir).expanduser() if dump_dir is not None else out / "gdpo"
 
 
 def weight_changes(out: Path, step: int) -> dict[str, float]:
@@ -101,6 +117,8 @@ def weight_changes(out: Path, step: int) -> dict[str, float]:
     import torch
     from safetensors.torch import load_file
 
+    # unpickling the checkpoint's DTensors (a world of one) makes torch warn about torch.compile, which nothing uses
+    logging.getLogger("torch.distributed.device_mesh").setLevel(logging.ERROR)
     initial = load_file(out / "model" / "model.safetensors")
     shard = out / "checkpoints" / f"global_step_{step}" / "actor" / "model_world_size_1_rank_0.pt"
     if not shard.is_file():
@@ -113,13 +131,25 @@ def weight_changes(out: Path, step: int) -> dict[str, float]:
     return changes
 
 
-def check(out: Path, steps: int, trainer: str = "sync", resumed_from: int = 0) -> tuple[list[str], list[str]]:
-    """(summary lines, problems); no problems means the run trained with GDPO. ``resumed_from``: the checkpoint's
-    step the last run resumed from (0: not resumed)."""
-    metrics, records = step_metrics(out), step_records(out)
+def check(out: Path, steps: int, trainer: str = "sync", resumed_from: int = 0,
+          brief: bool = False) -> tuple[list[str], list[str], str | None]:
+    """(summary lines, problems, no signal): no problems means the run trained with GDPO; ``no signal`` (None, or why)
+    that it trained every step on advantages that were 0 at every step. ``resumed_from``: the checkpoint's step the
+    last run resumed from (0: not resumed); ``brief``: no line per step (they were shown as the run went)."""
+    try:
+        config = run_config(out)
+    except ValueError as exc:
+        return [], [str(exc)], None
+    metrics = step_metrics(out)
+    records = step_records(out, config.dump_dir) if config.dump_dir is not None else {}
+    recorded_steps = ([record["step"] for record in read_jsonl(records_dir(out, config.dump_dir) / RECORD_FILE)]
+                      if config.dump_dir is not None else [])
+    expected = gdpo_metrics(config.reward_keys)
     lines, problems, checked, still, unmeasured = [], [], [], [], []
-    for what, steps_seen in (("verl's metrics", [step for step, _ in step_lines(out)]),
-                             ("the records", [record["step"] for record in read_jsonl(out / "gdpo" / RECORD_FILE)])):
+    if config.dump_dir is None:
+        lines.append("not checked: that verl trained on the estimator's advantages (algorithm.gdpo.dump_dir=null: no "
+                     "per-step records to compare them with)")
+    for what, steps_seen in (("verl's metrics", [step for step, _ in step_lines(out)]), ("the records", recorded_steps)):
         counts = Counter(steps_seen)
         problems += [f"step {step}: {count} lines in {what} (a resumed run wrote it again)"
                      for step, count in sorted(counts.items()) if count > 1]
@@ -133,31 +163,34 @@ def check(out: Path, steps: int, trainer: str = "sync", resumed_from: int = 0) -
         if data is None:
             problems.append(f"step {step}: not in {out / 'metrics.jsonl'} (the run stopped before it)")
             continue
-        missing = [name for name in GDPO_METRICS if name not in data]
+        missing = [name for name in expected if name not in data]
         if missing:
-            problems.append(f"step {step}: gdpo metrics missing: {missing} (the plugin's estimator did not run)")
+            problems.append(f"step {step}: gdpo metrics missing: {missing} (algorithm.adv_estimator="
+                            f"{config.adv_estimator}, algorithm.gdpo_reward_keys={list(config.reward_keys)}: the "
+                            "plugin's estimator did not run)")
             continue
-        if record is None:
-            problems.append(f"step {step}: no per-step record in {out / 'gdpo'}")
-            continue
-        advantages = record["advantage"]
-        checked.append(step)
         trained_on = (data["critic/advantages/min"], data[ADVANTAGES_MAX])
-        if not any(advantages):
+        if config.dump_dir is not None:
+            if record is None:
+                problems.append(f"step {step}: no per-step record in {records_dir(out, config.dump_dir)}")
+                continue
+            recorded = (min(record["advantage"]), max(record["advantage"]))
+            if not all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5) for a, b in zip(trained_on, recorded)):
+                problems.append(
+                    f"step {step}: verl trained on advantages in [{trained_on[0]:.6f}, {trained_on[1]:.6f}], "
+                    f"the estimator's record says [{recorded[0]:.6f}, {recorded[1]:.6f}]"
+                )
+        checked.append(step)
+        all_zero = not any(record["advantage"]) if record is not None else trained_on == (0, 0)
+        if all_zero:
             # every group's rewards equal (a policy that gives one answer everywhere): a legitimate step, as in
-            # GRPO; a run where this holds at every step trained on nothing, which is a problem (below)
+            # GRPO; a run where this holds at every step trained on nothing (below)
             still.append(step)
-        recorded = (min(advantages), max(advantages))
-        if not all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5) for a, b in zip(trained_on, recorded)):
-            problems.append(
-                f"step {step}: verl trained on advantages in [{trained_on[0]:.6f}, {trained_on[1]:.6f}], "
-                f"the estimator's record says [{recorded[0]:.6f}, {recorded[1]:.6f}]"
-            )
         probs_diff = data.get(PROBS_DIFF)
         stale = data.get(STALENESS, 0) or 0
         if probs_diff is None and trainer in EXPERIMENTAL:
             # verl's experimental trainers train on the rollout's own log-probs (rollout_correction.bypass_mode) and
-            # log no such diff: their weight sync shows in what the checkpoint engine logs it sent (below)
+            # log no such diff: their weight sync shows in what the checkpoint engine logs it sent (step_line)
             unmeasured.append(step)
         elif probs_diff is None:
             problems.append(f"step {step}: verl logged no {PROBS_DIFF}, so the weight sync was not checked (the "
@@ -172,34 +205,34 @@ def check(out: Path, steps: int, trainer: str = "sync", resumed_from: int = 0) -
                 f"step {step}: vLLM's token probabilities differ from the actor's by up to {probs_diff:.4f} "
                 f"(limit {MAX_PROBS_DIFF}): the weight sync did not reach the rollout server"
             )
-        lines.append(
-            f"step {step}: correct {data['gdpo/correct/mean']:.3f}  length {data['gdpo/length/mean']:.3f}  "
-            f"distinct advantages per group GDPO {data['gdpo/distinct_adv_per_group']:.2f} / "
-            f"GRPO {data['gdpo/grpo_distinct_adv_per_group']:.2f}  advantages [{min(advantages):+.3f}, "
-            f"{max(advantages):+.3f}]  rollout/actor probs diff "
-            f"{'not logged' if probs_diff is None else format(probs_diff, '.4f')}  {data['timing_s/step']:.1f} s"
-            + (f"  weights sent over TCP: {data[SENT]:g} tensors" if SENT in data else "")
-        )
+        if not brief:
+            lines.append(step_line(step, steps, data))
     if unmeasured:
         lines.append(f"steps {unmeasured}: verl's trainer logged no rollout/actor probs diff (it trains on the "
                      "rollout's own log-probs): the weight sync is not checked by it there")
-    if still:
-        if still == checked:
-            problems.append(f"steps {still}: every GDPO advantage is 0 at every step, so there was nothing to learn")
-        else:
-            lines.append(f"steps {still}: every GDPO advantage is 0 (every group's rewards equal): nothing to learn there")
+    no_signal = None
+    if still and still == checked and len(checked) == steps:
+        constant = [key for key in config.reward_keys
+                    if all(metrics[step].get(f"gdpo/{key}/zero_var_group_frac") == 1 for step in still)]
+        no_signal = (f"every GDPO advantage was 0 at every step, so there was nothing to learn: "
+                     + (f"{', '.join(constant)} {'was' if len(constant) == 1 else 'were'} constant in every group"
+                        if constant else "the components cancelled in every group")
+                     + ". A reward must vary within a prompt's responses; gdpo-verl check-reward shows where it does "
+                       "not")
+    elif still:
+        lines.append(f"steps {still}: every GDPO advantage is 0 (every group's rewards equal): nothing to learn there")
     changes = weight_changes(out, steps)
     if not changes:
         problems.append(f"no checkpoint for step {steps} under {out / 'checkpoints'}")
     else:
         unchanged = sorted(name for name, change in changes.items() if change == 0)
-        if unchanged:
+        if unchanged and no_signal is None:
             problems.append(f"weights unchanged after {steps} steps: {unchanged}")
         lines.append(
             f"weights: {len(changes) - len(unchanged)} of {len(changes)} tensors changed, "
             f"largest change {max(changes.values()):.4f}"
         )
-    return lines, problems
+    return lines, problems, no_signal
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,11 +242,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trainer", default="sync", help="the TRAINER the run used (scripts/cpu_main_ppo.sh)")
     parser.add_argument("--resumed-from", type=int, default=0,
                         help="the checkpoint's step the run resumed from (RESUME=1; 0: not resumed)")
+    parser.add_argument("--brief", action="store_true", help="no line per step (the run showed them as it went)")
     args = parser.parse_args(argv)
-    lines, problems = check(args.out, args.steps, args.trainer, args.resumed_from)
-    print("\n".join(lines))
+    lines, problems, no_signal = check(args.out, args.steps, args.trainer, args.resumed_from, args.brief)
+    if lines:
+        print("\n".join(lines))
     if problems:
         print("GDPO CPU training run: FAILED\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    if no_signal:
+        print(f"GDPO CPU training run: NO SIGNAL ({args.steps} steps trained; {no_signal}; outputs in {args.out})",
+              file=sys.stderr)
         return 1
     print(f"GDPO CPU training run: OK ({args.steps} steps; outputs in {args.out})")
     return 0

@@ -2,10 +2,12 @@
 run dies or a step makes no progress.
 
     python -m gdpo_verl.cpu_run.supervise --log OUT/run.log --metrics OUT/metrics.jsonl --steps N \\
-        [--stall-timeout 300] [--step-timeout 3600] [--grace 20] [--progress LABEL] -- python -m verl.trainer.main_ppo ...
+        [--stall-timeout 300] [--step-timeout 3600] [--grace 20] [--label TEXT] [--verbose] \
+        -- python -m verl.trainer.main_ppo ...
 
-The command's output goes to ``--log`` and to the terminal; with ``--progress`` the terminal gets one line per
-finished step instead (the label, the step, each reward's mean from the ``gdpo/`` metrics, the step's time). Every second the supervisor looks at the processes
+The command's output goes to ``--log``; the terminal gets what a person reads of it (``narrate.py``: the start-up's
+phases, a line when it was silent for 15 s, one line per finished step, and a failure's cause first), or with
+``--verbose`` the whole output as well. Every second the supervisor looks at the processes
 the command started (this process is their subreaper: Ray's and vLLM's processes stay under it even when their
 parent dies) and at verl's metrics file (one line per finished step):
 
@@ -26,8 +28,9 @@ parent dies) and at verl's metrics file (one line per finished step):
 - the command exited: its exit code, and an error when it logged fewer steps than ``--steps``.
 
 In every case nothing the command started is left running: the supervisor terminates (then kills) every
-descendant, Ray's included. When it stops the run it prints one line naming what died or stalled, and where the
-log is, and exits 1. Ctrl-C or SIGTERM stop the run the same way. One failure is no stop: Ray's fixed 30 s wait
+descendant, Ray's included. When it stops the run it prints one line that leads with the cause, the first error any
+process of the run printed (or hydra's refusal of an override, read as the key and its fix), then what died or
+stalled and where the log is, and exits 1. Ctrl-C or SIGTERM stop the run the same way. One failure is no stop: Ray's fixed 30 s wait
 for its node to register (``RAY_NODE_TIMEOUT``), which a busy machine can pass before anything of the run started;
 the run is then started again, once, and the supervisor says so.
 """
@@ -37,7 +40,6 @@ import argparse
 import ctypes
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -47,6 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from gdpo_verl.cpu_run.narrate import HEARTBEAT_S, Cause, Narrator, step_line
 
 PR_SET_CHILD_SUBREAPER = 36
 # The stop message names at most this many parts found dead in one look.
@@ -68,15 +72,19 @@ WANTING_FRACTION = 0.5
 # its state (STAT, "R": running or runnable) says it is waiting.
 SCHEDSTAT = "/proc/{pid}/task/{tid}/schedstat"
 STAT = "/proc/{pid}/task/{tid}/stat"
-# The last line of a Python traceback, as the command prints it (not a line a Ray worker's output was forwarded
-# with, which starts with its "(name pid=...)" prefix): "AssertionError: ...", "ray.exceptions.RayTaskError(...)".
-ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)(?:\(\w+\))?(?::.*)?$")
-ERROR_CHARS = 300
 # Ray waits a fixed 30 s (a constant in ray/_private/node.py, no setting) for a new node's raylet to register with
 # its GCS, then raises with this line: on a machine busy enough that the raylet starts slowly, a run fails before
 # anything of it has started. Such a run is started again, up to RAY_START_TRIES times in all, each try said.
 RAY_NODE_TIMEOUT = "The current node timed out during startup"
 RAY_START_TRIES = 2
+def _closest_key(command, full_key):
+    """The config key a misspelled override meant (``verl_adapter.config_keys``: composes the run's config, which
+    imports verl; asked only once the run has failed on such an override)."""
+    from gdpo_verl.verl_adapter.config_keys import closest_key
+
+    return closest_key(command, full_key)
+
+
 PARTS = {  # what a process title stands for, in the stop message
     "VLLM::EngineCore": "the vLLM engine core",
     "VLLM::Worker": "a vLLM worker",
@@ -177,14 +185,6 @@ def logged_steps(metrics: Path) -> dict[int, dict]:
     return steps
 
 
-def progress_line(label: str, step: int, steps: int, data: dict) -> str:
-    rewards = "  ".join(
-        f"{key.split('/')[1]} {value:.3f}" for key, value in data.items()
-        if key.startswith("gdpo/") and key.endswith("/mean") and key.count("/") == 2
-    )
-    return f"{label} step {step}/{steps}: {rewards}  {data.get('timing_s/step', float('nan')):.1f} s"
-
-
 class Supervisor:
     def __init__(self, args: argparse.Namespace, append: bool = False):
         self.args = args
@@ -197,8 +197,15 @@ class Supervisor:
         self.waits: list[tuple[float, dict[tuple[int, int], tuple[float, bool]]]] = []
         self.waits_reported = waits_are_reported()
         self.is_working = False
-        self.last_error: str | None = None  # the command's last exception line (ERROR_LINE)
+        self.cause = Cause(tuple(args.command), closest_key=_closest_key)  # the run's first error, read as it prints
+        self.started = time.monotonic()
+        self.label = f"{args.label} " if args.label else ""
+        self.narrator = None if args.verbose else Narrator(self.label, self.started, self.show, args.heartbeat)
         self.ray_start_timed_out = False  # the command printed RAY_NODE_TIMEOUT
+
+    def show(self, line: str) -> None:
+        """A line for the terminal alone (the log has the run's output)."""
+        print(line, flush=True)
 
     def say(self, line: str) -> None:
         with self.lock:
@@ -208,23 +215,26 @@ class Supervisor:
 
     def pump(self, stream) -> None:
         for line in iter(stream.readline, b""):
-            if self.args.progress is None:
+            text = line.decode(errors="replace")
+            if self.args.verbose:
                 sys.stdout.buffer.write(line)
                 sys.stdout.buffer.flush()
-            text = line.decode(errors="replace")
-            if ERROR_LINE.match(text.rstrip()):
-                self.last_error = text.rstrip()[:ERROR_CHARS]
-            if RAY_NODE_TIMEOUT in text:
-                self.ray_start_timed_out = True
             with self.lock:
+                self.cause.read(text)
+                if self.narrator is not None:
+                    self.narrator.line(time.monotonic(), text)
+                if RAY_NODE_TIMEOUT in text:
+                    self.ray_start_timed_out = True
                 self.log.write(text)
                 self.log.flush()
 
-    def exited(self, code: int) -> str:
-        """The command's exit, with the last exception it printed: when a Ray actor's error brings the run down,
-        verl's actors die as the driver shuts down, and the supervisor may see one of them dead first."""
-        error = f" after printing {self.last_error!r}" if self.last_error else ""
-        return f"exited with code {code}{error}"
+    def failed(self, event: str) -> str:
+        """``event`` (what the supervisor saw: a death, a stall, an exit) after the run's first error, which leads:
+        when a Ray actor's error brings the run down, verl's actors die as the driver shuts down, and those deaths,
+        seen first, are only its consequence."""
+        with self.lock:
+            cause = str(self.cause)
+        return f"{cause}; then {event}" if cause else event
 
     def look(self) -> list[Part]:
         """Track the parts now running and the run's work; return the parts that died since the last look."""
@@ -308,6 +318,11 @@ class Supervisor:
                 return True
         return False
 
+    def cores_busy(self) -> float:
+        """The cores the run's processes kept busy over the last WORK_WINDOW_S seconds (its CPU time over them)."""
+        span = self.work[-1][0] - self.work[0][0] + self.args.poll if self.work else self.args.poll
+        return sum(cpu for _, cpu in self.work[1:]) / span
+
     def working(self) -> bool:
         """Whether the run's processes used at least WORKING_CORES on average over the last WORK_WINDOW_S seconds (or
         over the looks so far, at the start), or one of their threads wanted a CPU most of that time."""
@@ -339,36 +354,42 @@ class Supervisor:
                 if code is not None:
                     reader.join(timeout=10)
                     if died is not None and code != 0:
-                        return self.stop(f"{died}; the training command then {self.exited(code)}")
+                        return self.stop(self.failed(f"{died}, and the training command exited with code {code}"))
                     if code != 0:
-                        return self.stop(f"the training command {self.exited(code)}", code=code)
+                        return self.stop(self.failed(f"the training command exited with code {code}"), code=code)
                     step = max(logged_steps(args.metrics), default=0)
                     if step < args.steps:
-                        return self.stop(f"the training command exited (code 0) after logging {step} of {args.steps} steps")
+                        return self.stop(self.failed(f"the training command exited (code 0) after logging {step} "
+                                                     f"of {args.steps} steps"))
                     return self.stop(None, code=0)
                 logged = logged_steps(args.metrics)
                 for new in sorted(number for number in logged if number > step):
-                    if args.progress is not None:
-                        print(progress_line(args.progress, new, args.steps, logged[new]), flush=True)
+                    if self.narrator is not None:
+                        with self.lock:
+                            self.narrator.step(time.monotonic(), step_line(new, args.steps, logged[new], self.label))
                     step, progress_at = new, time.monotonic()
                     step_at = progress_at
                 dead = self.look()
                 if self.working():
                     progress_at = time.monotonic()
+                if self.narrator is not None:
+                    with self.lock:
+                        self.narrator.beat(time.monotonic(), self.cores_busy())
                 if dead and died is None and step < args.steps:
                     died, died_at = self.what_died(dead, step), time.monotonic()
                 if died is not None and time.monotonic() - died_at > args.grace:
-                    return self.stop(f"{died}, and the run did not stop by itself within {args.grace:g} s")
+                    return self.stop(self.failed(f"{died}, and the run did not stop by itself within {args.grace:g} s"))
                 if time.monotonic() - progress_at > args.stall_timeout:
                     if step >= args.steps:
                         what = f"all {args.steps} steps were logged, but the command did not exit"
                     else:
                         what = f"step {step + 1} of {args.steps} made no progress"
-                    return self.stop(f"{what} for {args.stall_timeout:g} s (no step logged and its processes idle; "
-                                     "STALL_TIMEOUT)")
+                    return self.stop(self.failed(f"{what} for {args.stall_timeout:g} s (no step logged and its "
+                                                 "processes idle; STALL_TIMEOUT)"))
                 if step < args.steps and time.monotonic() - step_at > args.step_timeout:
-                    return self.stop(f"step {step + 1} of {args.steps} did not finish within {args.step_timeout:g} s, "
-                                     "though its processes kept working (STEP_TIMEOUT)")
+                    return self.stop(self.failed(f"step {step + 1} of {args.steps} did not finish within "
+                                                 f"{args.step_timeout:g} s, though its processes kept working "
+                                                 "(STEP_TIMEOUT)"))
                 time.sleep(args.poll)
         except KeyboardInterrupt:
             return self.stop("interrupted (Ctrl-C or SIGTERM)", code=130)
@@ -446,8 +467,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--step-timeout", type=float, default=3600.0,
                         help="seconds one step (the first: with the start-up) may take, working or not (3600)")
     parser.add_argument("--grace", type=float, default=20.0, help="seconds the run gets to fail by itself once a part died")
-    parser.add_argument("--progress", metavar="LABEL", help="one line per step on the terminal, not the output")
+    parser.add_argument("--label", default="", help="put before each line the terminal gets (several runs at once)")
+    parser.add_argument("--verbose", action="store_true", help="the command's whole output on the terminal too")
     parser.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
+    parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S, help=argparse.SUPPRESS)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
     args = parser.parse_args(argv)
     if args.command[:1] == ["--"]:

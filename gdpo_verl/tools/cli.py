@@ -1,4 +1,4 @@
-"""The gdpo-verl command line: demo, collapse, inspect, plot, doctor.
+"""The gdpo-verl command line: demo, collapse, inspect, plot, doctor, check-reward.
 
 Bad arguments or inputs print one line saying what is wrong and exit with code 2.
 """
@@ -169,12 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     plot = commands.add_parser(
         "plot",
-        help="training curves of one or more runs from verl's tensorboard logs, overlaid",
-        description="Reads the scalars verl logs to tensorboard (trainer.logger includes tensorboard) for "
-        "each run directory and draws one panel per metric with the runs overlaid: by default every "
-        "gdpo/<reward>/mean, response_length/mean and response_length/max (the paper's Fig. 5).",
+        help="training curves of one or more runs from verl's logs (tensorboard or its file logger), overlaid",
+        description="Reads the scalars verl logs for each run (tensorboard's events, trainer.logger including "
+        "tensorboard; or its file logger's metrics.jsonl, as the CPU training run writes in its OUT) and draws one "
+        "panel per metric with the runs overlaid: by default every gdpo/<reward>/mean, response_length/mean and "
+        "response_length/max (the paper's Fig. 5).",
     )
-    plot.add_argument("runs", nargs="+", type=Path, help="run directories (verl's $TENSORBOARD_DIR of each run)")
+    plot.add_argument("runs", nargs="+", type=Path,
+                      help="each run: its $TENSORBOARD_DIR, a directory holding metrics.jsonl (the CPU run's OUT) or "
+                           "that file")
     plot.add_argument("--labels", type=names, help="one label per run (default: the directory names)")
     plot.add_argument("--metrics", type=names, help="tags to draw instead of the defaults")
     plot.add_argument("--out", type=png_path, metavar="FILE.png", help="where to draw (default curves.png)")
@@ -190,13 +193,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--no-ray", action="store_true", help="skip the Ray check")
     doctor.add_argument("--ray-address", metavar="ADDRESS", help="the cluster to check (default: RAY_ADDRESS)")
+
+    from gdpo_verl.tools.check_reward import add_parser
+
+    add_parser(commands, names, weights_json)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"demo": run_demo, "collapse": run_collapse, "inspect": run_inspect, "plot": run_plot}
+    handlers = {"demo": run_demo, "collapse": run_collapse, "inspect": run_inspect, "plot": run_plot,
+                "check-reward": run_check_reward}
     try:
         if args.command == "doctor":
             return run_doctor(args, parser)
@@ -207,6 +215,25 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"gdpo-verl {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def run_check_reward(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from gdpo_verl.core.variants import WeightSchedule
+    from gdpo_verl.tools.check_reward import run
+
+    if args.rows < 1 or args.group < 2 or not args.timeout > 0:
+        parser.error("--rows must be at least 1, --group at least 2 and --timeout above 0")
+    for what, path in (("--data", args.data), ("--rollouts", args.rollouts)):
+        if path is not None and not path.is_file():
+            parser.error(f"{what} {path}: {'not a regular file' if os.path.lexists(path) else 'no such file'}")
+    if args.weights is not None:
+        scheduled = [name for name, weight in args.weights.items() if isinstance(weight, WeightSchedule)]
+        if scheduled:
+            parser.error(f"--weights: {scheduled[0]} is a schedule; give the weight in force at the step to check")
+        unknown = sorted(set(args.weights) ^ set(args.keys))
+        if unknown:
+            parser.error(f"--weights must give one weight for each of --keys {args.keys}; differs in {unknown}")
+    return run(args)
 
 
 def run_doctor(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

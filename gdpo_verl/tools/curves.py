@@ -1,7 +1,9 @@
-"""Training curves from verl's tensorboard logs (``trainer.logger`` includes ``tensorboard``).
+"""Training curves from verl's logs: its tensorboard events (``trainer.logger`` includes ``tensorboard``) or its file
+logger's lines (``trainer.logger`` includes ``file``: one JSON line per step, ``{"step": n, "data": {...}}``).
 
 verl writes one event directory per run: ``$TENSORBOARD_DIR``, by default
-``tensorboard_log/<project_name>/<experiment_name>``.
+``tensorboard_log/<project_name>/<experiment_name>``; its file logger writes ``$VERL_FILE_LOGGER_PATH``. A run's
+directory that holds ``metrics.jsonl`` (the CPU run's OUT) is read from that file.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ from pathlib import Path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from gdpo_verl.core.diagnostics import MEAN, reward_metric, reward_names
-from gdpo_verl.core.jsonl import file_kind
+from gdpo_verl.core.checks import is_reward_value
+from gdpo_verl.core.jsonl import file_kind, iter_jsonl
+
+# verl's file logger's file in a run's directory (the CPU run's OUT/metrics.jsonl)
+FILE_LOGGER = "metrics.jsonl"
 
 # What the paper's Fig. 5 shows, in verl's names; per-reward means are added from the logs.
 DEFAULT_TAGS = ("response_length/mean", "response_length/max")
@@ -55,7 +61,10 @@ def check_event_files(directory: Path) -> None:
 
 
 def read_scalars(path: Path) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar tag of a run: tag -> [(step, value)], by step."""
+    """Every scalar tag of a run: tag -> [(step, value)], by step. ``path``: verl's file logger's file (a ``.jsonl``),
+    a directory holding one (``metrics.jsonl``), or tensorboard's event directory (or a directory above it)."""
+    if path.suffix == ".jsonl" or (path / FILE_LOGGER).exists():
+        return read_file_logger(path if path.suffix == ".jsonl" else path / FILE_LOGGER)
     directory = event_dir(path)
     check_event_files(directory)
     accumulator = EventAccumulator(str(directory), size_guidance={"scalars": 0})
@@ -71,3 +80,21 @@ def default_tags(runs: Sequence[dict[str, list[tuple[int, float]]]]) -> list[str
     present = set().union(*(run.keys() for run in runs))
     rewards = [reward_metric(name, MEAN) for name in reward_names(present)]
     return rewards + [tag for tag in DEFAULT_TAGS if tag in present]
+
+
+def read_file_logger(path: Path) -> dict[str, list[tuple[int, float]]]:
+    """The numbers of verl's file logger's lines: tag -> [(step, value)], by step. A step is the line's
+    ``training/global_step`` where it has one (verl's fully asynchronous trainer logs a step's metrics under the weight
+    version after it), else the step it was logged under."""
+    scalars: dict[str, dict[int, float]] = {}
+    for number, line in iter_jsonl(path, torn_tail=True):
+        data = line.get("data") if isinstance(line, dict) else None
+        if not isinstance(data, dict) or not isinstance(line.get("step"), int):
+            raise ValueError(f"{path}:{number}: not a line of verl's file logger ({{\"step\": n, \"data\": {{...}}}}).")
+        step = data.get("training/global_step", line["step"])
+        for tag, value in data.items():
+            if is_reward_value(value) and not isinstance(value, bool):
+                scalars.setdefault(tag, {})[int(step)] = float(value)
+    if not scalars:
+        raise ValueError(f"{path}: no step logged yet.")
+    return {tag: sorted(points.items()) for tag, points in scalars.items()}

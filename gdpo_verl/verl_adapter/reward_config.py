@@ -21,9 +21,9 @@ def config_value(config: Any, key: str, default: Any = None) -> Any:
 
 PKG_PREFIX = "pkg://"  # a reward loaded as a module (verl.utils.import_utils.load_module), not from a file
 
-# The reward modules this process loaded from files to read their declaration, by path: one import each, as verl's
-# reward worker imports the file once.
-_LOADED_FILES: dict[str, Any] = {}
+# The reward modules this process loaded from files to read their declaration, by path and version: one import each,
+# as verl's reward worker imports the file once.
+_LOADED_FILES: dict[tuple[str, int, int], Any] = {}
 
 
 def reward_needs(config: Any) -> RewardNeeds:
@@ -36,19 +36,26 @@ def reward_needs(config: Any) -> RewardNeeds:
     path = config_value(function, "path") if function is not None else None
     if not path:
         return RewardNeeds()
-    name = config_value(function, "name") or "compute_score"
+    return declared_needs(load_reward_function(str(path), config_value(function, "name") or "compute_score"), path)
+
+
+def load_reward_function(path: str, name: str = "compute_score") -> Any:
+    """The reward function ``name`` of ``path`` (``pkg://<module>`` or a file), imported as verl's reward workers
+    import it; ValueError naming what is wrong."""
     where = f"reward.custom_reward_function.path={path}"
-    if isinstance(path, str) and path.startswith(PKG_PREFIX):
-        module = _import_module(_module_name(path), where)
-    else:
-        module = _import_file(str(path), where)
+    module = _import_module(_module_name(path), where) if path.startswith(PKG_PREFIX) else _import_file(path, where)
     if not callable(getattr(module, name, None)):
         raise ValueError(f"reward.custom_reward_function.name={name} is not a function of {path}; name the reward "
                          "function it defines (compute_score for gdpo-verl's rewards).")
-    needs = getattr(getattr(module, name), "needs", None)
+    return getattr(module, name)
+
+
+def declared_needs(function: Any, path: str) -> RewardNeeds:
+    """``function.needs``, checked to be a ``RewardNeeds``; an empty one when it declares nothing."""
+    needs = getattr(function, "needs", None)
     if needs is not None and not isinstance(needs, RewardNeeds):
-        raise ValueError(f"{path}: {name}.needs must be a gdpo_verl.rewards.needs.RewardNeeds; got "
-                         f"{type(needs).__name__}.")
+        raise ValueError(f"{path}: {getattr(function, '__name__', 'the reward function')}.needs must be a "
+                         f"gdpo_verl.rewards.needs.RewardNeeds; got {type(needs).__name__}.")
     return needs or RewardNeeds()
 
 
@@ -76,7 +83,8 @@ def _import_file(path: str, where: str) -> Any:
         what = "is a directory" if os.path.isdir(file) else "does not exist"
         raise ValueError(f"{where}: {os.path.abspath(file)} {what} on this node. Give the reward file's path (verl's "
                          "reward workers load it from the same path on their nodes).")
-    key = os.path.realpath(file)
+    status = os.stat(file)
+    key = (os.path.realpath(file), status.st_mtime_ns, status.st_size)  # a file rewritten since is imported again
     if key not in _LOADED_FILES:
         try:
             _LOADED_FILES[key] = load_module(path)

@@ -63,12 +63,12 @@ def start_run(out: Path, steps: int, *overrides: str, resume: bool = False, busy
         hogs = f'for _ in $(seq {busy}); do {sys.executable} -c "while True: pass" </dev/null >/dev/null 2>&1 & echo $! >> "{out}/busy.pids"; done'
         command = ["bash", "-c", f'{hogs}; exec "$@"', "busy", *command]
     inherited = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "VERL_"))}
-    # PROGRESS: a line per step on stdout, the run's whole output in OUT/run.log alone. A test that polls the run
-    # reads its stdout only at the end, and the pipe holds 64 KiB: a run printing more (verl's experimental trainers
-    # print their whole config) would block on it and stall
+    # by default a run puts a few lines on stdout (its phases, a line per step), its whole output in OUT/run.log
+    # alone. A test that polls the run reads its stdout only at the end, and the pipe holds 64 KiB: a run printing
+    # more (verl's experimental trainers print their whole config) would block on it and stall
     return subprocess.Popen(
         command,
-        env={**inherited, "PROGRESS": out.name, **(env or {}), "CPU_TRAINING_PYTHON": str(PYTHON), "OUT": str(out),
+        env={**inherited, "LABEL": out.name, **(env or {}), "CPU_TRAINING_PYTHON": str(PYTHON), "OUT": str(out),
              "STEPS": str(steps), "RESUME": "1" if resume else "0"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -136,8 +136,8 @@ def run(tmp_path_factory):
 
 def test_both_steps_train_with_gdpo_and_change_the_weights(run):
     out, stdout = run
-    lines, problems = check_run.check(out, STEPS)
-    assert problems == []
+    lines, problems, no_signal = check_run.check(out, STEPS)
+    assert problems == [] and no_signal is None
     assert "GDPO CPU training run: OK (2 steps" in stdout
     assert lines[-1].startswith("weights: 21 of 21 tensors changed")
 
@@ -169,7 +169,7 @@ def test_the_trainer_logged_the_plugin_metrics_next_to_its_own(run):
     for step in (1, 2):
         data = metrics[step]
         assert data["training/global_step"] == step
-        assert all(name in data for name in check_run.GDPO_METRICS)
+        assert all(name in data for name in check_run.gdpo_metrics(("correct", "length")))
         # the plugin's per-reward means agree with verl's reward log of the same step
         assert data["gdpo/correct/mean"] + data["gdpo/length/mean"] == pytest.approx(data["critic/score/mean"])
     assert json.loads((out / "metrics.jsonl").read_text().splitlines()[0])["step"] == 1

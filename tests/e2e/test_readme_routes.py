@@ -57,7 +57,7 @@ def test_the_readmes_route_on_verls_own_config_with_its_example_reward_reaches_i
     inherited = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "VERL_"))}
     result = subprocess.run(
         ["bash", str(ROOT / "scripts" / "cpu_main_ppo.sh"), *route, *cpu_task(tmp_path)],
-        env={**inherited, "CONFIG": "verl", "OUT": str(tmp_path), "STEPS": "1", "PROGRESS": "readme",
+        env={**inherited, "CONFIG": "verl", "OUT": str(tmp_path), "STEPS": "1", "LABEL": "readme",
              "CPU_TRAINING_PYTHON": str(PYTHON)},
         capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, result.stderr[-4000:] + (tmp_path / "run.log").read_text()[-4000:]

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from gdpo_verl.cpu_run import supervise
+from gdpo_verl.cpu_run.narrate import step_line
 
 SUPERVISE = ["-m", "gdpo_verl.cpu_run.supervise"]
 
@@ -78,7 +79,7 @@ def test_a_run_that_fails_after_a_part_died_names_both(tmp_path):
     os.kill(engine, signal.SIGKILL)
     code, stderr, seconds = finish(process)
     assert code == 1 and seconds < 20
-    assert "VLLM::EngineCore" in stderr and "the training command then exited with code 7" in stderr
+    assert "VLLM::EngineCore" in stderr and "died before the first step, and the training command exited with code 7" in stderr
 
 
 def test_parts_found_dead_in_the_same_look_are_all_named(tmp_path):
@@ -352,17 +353,46 @@ def test_the_command_exit_code_is_reported(tmp_path):
     assert "boom" in (tmp_path / "run.log").read_text()
 
 
-def test_the_last_error_the_command_printed_is_named_with_its_exit(tmp_path):
+def test_the_first_error_the_run_printed_leads_the_last_line(tmp_path):
     # a Ray actor's exception reaches the driver, which prints its traceback and exits; verl's actors die as it
-    # shuts down, and one seen dead first was named alone. A worker's own forwarded lines are not the driver's error
+    # shuts down, and one seen dead first was named alone. A line that only looks like an error (no traceback) is none
     printed = ("echo '(Worker pid=1) ValueError: handled in the worker'; echo 'Traceback (most recent call last):'; "
                "echo \"AssertionError: Conflicting values for meta_info key 'reward_extra_keys'\"; "
                "echo 'Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.'; exit 1")
     process = start(tmp_path, printed, "--steps", "1")
     code, stderr, _ = finish(process)
     assert code == 1
-    assert ("the training command exited with code 1 after printing \"AssertionError: Conflicting values for "
-            "meta_info key 'reward_extra_keys'\"") in stderr
+    assert stderr.splitlines()[-1].startswith(
+        "CPU training run stopped: AssertionError: Conflicting values for meta_info key 'reward_extra_keys'; then the "
+        "training command exited with code 1. Stopped every process it started")
+
+
+def test_a_reward_workers_error_leads_where_verl_then_fails_for_its_own_reason(tmp_path):
+    # verl's V1 trainer: the agent loop worker logs the reward's exception (wrapped by Ray) and marks the group failed;
+    # the driver then raises its replay buffer's error, which names no cause. The worker's message is whole, not cut
+    message = "compute_score returned no corect, " + "which names a key " * 30 + "did you mean correct?"
+    worker = "\\033[36m(AgentLoopWorkerTQ pid=9)\\033[0m "
+    printed = (f"printf '{worker}Traceback (most recent call last):\\n'; "
+               f"printf '{worker}ray.exceptions.RayTaskError(ValueError): ray::RewardLoopWorker.compute_score() (pid=8)\\n'; "
+               f"printf '{worker}  File \"x.py\", line 1, in f\\n'; printf '{worker}ValueError: {message}\\n'; "
+               "echo 'Traceback (most recent call last):'; echo 'RuntimeError: Sync replay buffer selected terminal "
+               "groups with no materializable trajectories.'; exit 1")
+    code, stderr, _ = finish(start(tmp_path, printed, "--steps", "1"))
+    assert code == 1
+    assert stderr.splitlines()[-1].startswith(
+        f"CPU training run stopped: ValueError: {message} (raised in AgentLoopWorkerTQ, the run's first error); then "
+        "the training command exited with code 1.")
+
+
+def test_hydras_refusal_of_a_misspelled_override_is_read_as_the_key_and_its_fix(tmp_path):
+    printed = ("echo \"Could not override 'trainer.loger'.\"; echo 'To append to your config use +trainer.loger=x'; "
+               "echo \"Key 'loger' is not in struct\"; echo '    full_key: trainer.loger'; echo '    object_type=dict'; "
+               "echo; echo 'Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.'; exit 1")
+    code, stderr, _ = finish(start(tmp_path, printed, "--steps", "1"))  # a stand-in command: no config to compose
+    assert code == 1
+    assert stderr.splitlines()[-1].startswith(
+        "CPU training run stopped: the override trainer.loger names no key of the config: check its spelling; a key "
+        "the config lacks by design takes a + (+trainer.loger=...); then the training command exited with code 1.")
 
 
 def test_a_command_that_ends_early_without_an_error_is_an_error(tmp_path):
@@ -409,15 +439,26 @@ def test_a_half_written_metrics_line_is_read_on_the_next_look(tmp_path):
     assert supervise.logged_steps(tmp_path / "absent.jsonl") == {}
 
 
-def test_progress_prints_one_line_per_step_instead_of_the_output(tmp_path):
+def test_by_default_the_terminal_gets_the_phases_a_heartbeat_and_one_line_per_step_the_log_everything(tmp_path):
     step = json.dumps({"step": 1, "data": {"gdpo/correct/mean": 0.25, "gdpo/short/mean": 1.0,
                                            "gdpo/short/zero_var_group_frac": 0.5, "timing_s/step": 1.5}})
-    process = start(tmp_path, f"echo chatter; echo '{step}' >> metrics.jsonl; sleep 1", "--steps", "1",
-                    "--progress", "gdpo seed 3")
+    process = start(tmp_path, f"echo chatter; echo 'ray init kwargs: {{}}'; sleep 2; echo '{step}' >> metrics.jsonl; "
+                    "sleep 1", "--steps", "1", "--label", "gdpo seed 3", "--heartbeat", "1")
     stdout, _ = process.communicate(timeout=60)
     assert process.returncode == 0
-    assert stdout == "gdpo seed 3 step 1/1: correct 0.250  short 1.000  1.5 s\n"
-    assert "chatter" in (tmp_path / "run.log").read_text()
+    lines = stdout.splitlines()
+    assert lines[0].startswith("gdpo seed 3 ") and lines[0].endswith("s  starting verl's entry point (importing "
+                                                                     "verl, torch and vLLM)")
+    assert lines[1].endswith("s  starting Ray")
+    assert "... still: starting Ray (" in lines[2] and "cores busy)" in lines[2]  # silent past the heartbeat
+    assert lines[-1] == "gdpo seed 3 step 1 of 1: correct 0.250  short 1.000  1.5 s"
+    assert "chatter" not in stdout and "chatter" in (tmp_path / "run.log").read_text()
+
+
+def test_verbose_puts_the_whole_output_on_the_terminal(tmp_path):
+    process = start(tmp_path, f"echo chatter; {log_step(1)}", "--steps", "1", "--verbose")
+    stdout, _ = process.communicate(timeout=60)
+    assert process.returncode == 0 and stdout == "chatter\n"
 
 
 def test_a_step_logged_under_the_next_weight_version_counts_for_the_step_it_trained(tmp_path):
@@ -428,7 +469,7 @@ def test_a_step_logged_under_the_next_weight_version_counts_for_the_step_it_trai
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     logged = supervise.logged_steps(tmp_path / "metrics.jsonl")
     assert logged == {0: {"timing": 1.0}, 1: {"timing": 2.0, "training/global_step": 1, "gdpo/correct/mean": 0.25}}
-    assert "correct 0.250" in supervise.progress_line("run", 1, 2, logged[1])
+    assert "correct 0.250" in step_line(1, 2, logged[1])
 
 
 # What Ray prints when its raylet does not register within its fixed 30 s (ray/_private/node.py)
