@@ -288,8 +288,8 @@ def run(args: Any) -> int:
     try:
         undeclared = [key for key in args.keys if needs.returns and key not in needs.returns]
         if undeclared:
-            report.problems.append(missing_component(undeclared[0], needs.returns, args.keys)
-                                   + " (compute_score.needs.returns)")
+            report.problems.append(missing_component(undeclared[0], needs.returns, args.keys,
+                                                     held="it declares (compute_score.needs.returns) it returns"))
         else:
             report = check(rows, responses, function, reward_kwargs, args.keys, args.timeout)
     finally:

@@ -72,17 +72,18 @@ def require_components(info: dict, keys: Any, forms: dict | None = None) -> dict
     return info
 
 
-def missing_component(key: str, returned: Iterable[str], keys: Iterable[str] | None = None) -> str:
-    """The error for a reward key that ``compute_score`` did not return (``returned``: the keys its dict held), with
-    the returned key closest to it, when one is close."""
-    held = sorted(str(name) for name in returned)
+def missing_component(key: str, returned: Iterable[str], keys: Iterable[str] | None = None,
+                      held: str = "it returned") -> str:
+    """The error for a reward key that ``compute_score`` did not return (``returned``: the keys its dict held, or
+    what ``held`` says they are), with the returned key closest to it, when one is close."""
+    names = sorted(str(name) for name in returned)
     listed = f"algorithm.gdpo_reward_keys={list(map(str, keys))}" if keys is not None else "algorithm.gdpo_reward_keys"
-    close = closest(key, [name.removeprefix(TOKEN_LEVEL_PREFIX) for name in held])
+    close = closest(key, [name.removeprefix(TOKEN_LEVEL_PREFIX) for name in names])
     guess = f" Did you mean {close!r}?" if close else ""
-    if held == ["acc"]:  # verl's managers keep a plain number under "acc"
+    if names == ["acc"]:  # verl's managers keep a plain number under "acc"
         guess = " (verl keeps a plain number that compute_score returns as 'acc': return a dict instead)"
     return (
-        f"compute_score returned no {key!r}, which {listed} names; it returned {held or 'no keys'}.{guess} List the "
+        f"compute_score returned no {key!r}, which {listed} names; {held} {names or 'no keys'}.{guess} List the "
         f"components compute_score returns, or make it return {key!r} for every response (None where the component "
         "does not apply: a key left out is taken for a mistake, never for \"does not apply\")."
     )

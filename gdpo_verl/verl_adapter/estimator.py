@@ -303,7 +303,8 @@ def gather_rewards(
                     "process: check that the gdpo_verl plugin is installed on every node and allowed by "
                     "VERL_USE_EXTERNAL_PLUGINS, and that the verl version is supported."
                 )
-            raise ValueError(missing_component(key, available, keys))
+            raise ValueError(missing_component(key, available, keys, held="the batch reached the advantage step "
+                                                                           "holding the per-response keys"))
     return rewards, applies
 
 

@@ -1,15 +1,19 @@
-"""The README's route onto verl's own config, as a new user takes it: the README's example reward pasted into a file,
-the README's command with that file's path, and only what the CPU run adds (scripts/cpu_main_ppo.sh with
-CONFIG=verl: the CPU platform and settings, the supervisor; and the CPU task's model, data and sizes). It must reach
-its first advantage step: GDPO's metrics of step 1 logged, both of the reward's components scored.
+"""The README's routes on the CPU run, as a new user takes them, mistakes included.
 
-The README's other route, the packaged config, is the one every CPU run here takes (test_cpu_training.py's main job
-first); its command is composed from the README's text in tests/integration/test_config.py, and the pasted reward
-scored through the gdpo_verl manager in tests/integration/verl_adapter/test_reward_manager.py. One start, about 3 to
-4 minutes on 2 cores."""
+One start: the README's example reward pasted into a file and trained through the README's documented line
+(``REWARD=my_reward.py bash scripts/train_cpu.sh``), on verl's own config (``CONFIG=verl``: the README's second route,
+the GDPO keys given with +), with the overrides a user adds (a tensorboard logger, the records elsewhere): the
+verdict is OK, the advantages are not zero, the terminal holds about a screen, nothing lands outside OUT, and
+``gdpo-verl plot`` draws the run's curves from its own metrics and from tensorboard's.
+
+Then the mistakes, each stopped before Ray starts (seconds, no start of a run): a misspelled reward key, with the
+key the reward returns named; a misspelled option, read from hydra's refusal as the key meant. The README's other
+route, the packaged config, is the one every CPU run here takes (test_cpu_training.py's main job first); its command
+is composed from the README's text in tests/integration/test_config.py."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -17,7 +21,7 @@ import pytest
 
 from gdpo_verl.cpu_run import check_run
 from tests.e2e.test_cpu_training import PYTHON, ROOT
-from tests.integration.test_config import README, readme_routes
+from tests.integration.test_config import README
 
 pytestmark = pytest.mark.cpu_training
 
@@ -28,43 +32,68 @@ def readme_reward() -> str:
     return usage[start:usage.index("```", start)]
 
 
-def cpu_task(out: Path) -> list[str]:
-    """The CPU run's task without its rewards (scripts/run_cpu_training.sh's TASK): the tiny model and the 8-prompt
-    fixture, 4 responses of up to 16 tokens each."""
-    train = out / "data" / "deepscaler_train.parquet"
-    return [f"data.train_files={train}", f"data.val_files={train}", "data.train_batch_size=8",
-            "data.max_prompt_length=64", "data.max_response_length=16", f"actor_rollout_ref.model.path={out / 'model'}",
-            "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
-            "actor_rollout_ref.actor.use_kl_loss=False", "actor_rollout_ref.rollout.n=4",
-            "actor_rollout_ref.rollout.max_model_len=128", "actor_rollout_ref.rollout.max_num_batched_tokens=512",
-            "actor_rollout_ref.rollout.max_num_seqs=32", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16"]
+def readme_line(start: str) -> str:
+    """The README's command line that starts with ``start``, its comment cut."""
+    return next(line.split("#")[0].strip() for line in README.read_text().splitlines() if line.startswith(start))
 
 
-def test_the_readmes_route_on_verls_own_config_with_its_example_reward_reaches_its_first_advantage_step(tmp_path):
+def train_cpu(cwd: Path, out: Path, *overrides: str, steps: int = 2, **env: str) -> subprocess.CompletedProcess:
     if not PYTHON.is_file():
         pytest.fail(f"no CPU training environment at {PYTHON}: create it with bash scripts/setup_cpu_training_env.sh")
-    for command in ([str(PYTHON), "-m", "gdpo_verl.cpu_run.tiny_model", str(tmp_path / "model")],
-                    [str(PYTHON), str(ROOT / "scripts" / "prepare_data.py"), "--out", str(tmp_path / "data"), "--local",
-                     f"deepscaler={ROOT / 'gdpo_verl' / 'data' / 'cpu_training_math.jsonl'}"]):
-        made = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
-        assert made.returncode == 0, made.stderr[-3000:]
-    (tmp_path / "my_reward.py").write_text(readme_reward())
-    _, own_config = readme_routes()
-    route = [word.replace("/path/to/my_reward.py", str(tmp_path / "my_reward.py")) for word in own_config]
-    assert f"reward.custom_reward_function.path={tmp_path / 'my_reward.py'}" in route
+    inherited = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "VERL_", "LABEL"))}
+    return subprocess.run(["bash", str(ROOT / "scripts" / "train_cpu.sh"), *overrides], cwd=cwd,
+                          env={**inherited, "OUT": str(out), "STEPS": str(steps), "CPU_TRAINING_PYTHON": str(PYTHON),
+                               **env}, capture_output=True, text=True, timeout=1800)
 
-    inherited = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "VERL_"))}
-    result = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "cpu_main_ppo.sh"), *route, *cpu_task(tmp_path)],
-        env={**inherited, "CONFIG": "verl", "OUT": str(tmp_path), "STEPS": "1", "LABEL": "readme",
-             "CPU_TRAINING_PYTHON": str(PYTHON)},
-        capture_output=True, text=True, timeout=1800)
-    assert result.returncode == 0, result.stderr[-4000:] + (tmp_path / "run.log").read_text()[-4000:]
-    metrics = check_run.step_metrics(tmp_path)
-    assert list(metrics) == [1]
-    step = metrics[1]
-    # the estimator ran on both of the reward's components; 16-token responses are all within the length budget
-    assert step["gdpo/length/mean"] == 1.0 and 0.0 <= step["gdpo/correct/mean"] <= 1.0
-    assert step["gdpo/correct/weight"] == 1.0 and step["gdpo/length/weight"] == 0.5
-    assert step["gdpo/correct/applies_frac"] == step["gdpo/length/applies_frac"] == 1.0
+
+def test_the_readmes_reward_trains_on_the_cpu_run_through_verls_config_with_a_users_overrides(tmp_path):
+    line = readme_line("REWARD=")
+    assert line == "REWARD=my_reward.py bash scripts/train_cpu.sh"
+    cwd = tmp_path / "cwd"  # where the user stands: the reward beside them, given by a relative path
+    cwd.mkdir()
+    (cwd / "my_reward.py").write_text(readme_reward())
+    out, records = tmp_path / "out", tmp_path / "out" / "elsewhere"
+    result = train_cpu(cwd, out, "trainer.logger=[console,tensorboard]", f"algorithm.gdpo.dump_dir={records}",
+                       CONFIG="verl", REWARD="my_reward.py")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.rstrip().endswith(f"GDPO CPU training run: OK (2 steps; outputs in {out})")
+    # the logger override keeps verl's file logger, which the verdict reads, and says so
+    assert "trainer.logger=[console,tensorboard,file]" in result.stdout
+    # about a screen: the phases, a line per step, the verdict; verl's output is in the log
+    shown = result.stdout.splitlines()
+    assert len(shown) <= 40, result.stdout
+    assert sum(line.startswith("step ") for line in shown) == 2 and "run.log" in result.stdout
+    metrics = check_run.step_metrics(out)
+    assert sorted(metrics) == [1, 2]
+    # something to learn (a step where no group has a right answer has none, as under GRPO)
+    assert any(metrics[step]["critic/advantages/max"] > 0 for step in (1, 2))
+    assert metrics[1]["gdpo/correct/applies_frac"] == metrics[1]["gdpo/length/applies_frac"] == 1.0
+    assert sorted(check_run.step_records(out, str(records))) == [1, 2]  # the records where the override put them
+    # nothing outside OUT: not where the user stands, not in the checkout
+    assert list(cwd.iterdir()) == [cwd / "my_reward.py"]
+    assert not (ROOT / "tensorboard_log").exists()
+    assert list((out / "tensorboard").rglob("events.out.tfevents*"))
+    # gdpo-verl plot reads the run's own metrics, and tensorboard's
+    for run in (out, out / "tensorboard"):
+        plotted = subprocess.run([str(PYTHON.with_name("gdpo-verl")), "plot", str(run), "--out",
+                                  str(tmp_path / "curves.png"), "--json"], capture_output=True, text=True, timeout=300)
+        assert plotted.returncode == 0, plotted.stderr
+        assert '"gdpo/correct/mean"' in plotted.stdout
+
+
+def test_a_misspelled_reward_key_stops_before_ray_naming_the_key_the_reward_returns(tmp_path):
+    result = train_cpu(tmp_path, tmp_path / "out", "algorithm.gdpo_reward_keys=[corect,length]")
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("CPU training run stopped: ValueError: algorithm.gdpo_reward_keys=['corect', 'length'] "
+                           "names 'corect' (did you mean 'correct'?), which the reward "
+                           "pkg://gdpo_verl.rewards.math_length does not return"), last
+    assert "ray init kwargs" not in (tmp_path / "out" / "run.log").read_text()  # before Ray
+
+
+def test_a_misspelled_option_is_read_from_hydras_refusal_as_the_key_meant(tmp_path):
+    result = train_cpu(tmp_path, tmp_path / "out", "algorithm.gdpo.batchnorm=sequence")
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.match(r"CPU training run stopped: the override algorithm\.gdpo\.batchnorm=sequence names no key of the "
+                    r"config: did you mean algorithm\.gdpo\.batch_norm\? ", last), last

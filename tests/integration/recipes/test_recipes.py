@@ -46,10 +46,16 @@ def dry_run(recipe, *overrides, composed=True, **environment):
     return subprocess.run(["bash", str(recipe), *overrides], capture_output=True, text=True, env=env, timeout=300)
 
 
+# The recipe for a user's own reward needs a reward file (its default, my_reward.py, is a placeholder: the config check
+# imports the file before Ray starts, and refuses one that does not exist).
+USER_REWARD = {"REWARD_FILE": str(Path(__file__).resolve().parents[2] / "fixtures" / "declared_reward.py")}
+
+
 @functools.cache
 def default_run(recipe):
-    """One DRY_RUN of a recipe with its defaults, shared by the tests that read it."""
-    return dry_run(recipe)
+    """One DRY_RUN of a recipe with its defaults (and a reward file for gdpo_custom_reward.sh), shared by the tests
+    that read it."""
+    return dry_run(recipe, **(USER_REWARD if recipe.name == "gdpo_custom_reward.sh" else {}))
 
 
 def configs(output):

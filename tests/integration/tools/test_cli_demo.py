@@ -22,6 +22,17 @@ def test_installed_console_script_runs_the_shipped_demo():
     assert summary["gdpo_distinct_advantages"] > summary["grpo_distinct_advantages"]
 
 
+def test_the_demo_output_docs_collapse_md_quotes_is_what_the_demo_prints(capsys):
+    # docs/collapse.md quotes the shipped batch's summary: the numbers there come from this run of the demo
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "collapse.md").read_text()
+    quoted = doc[doc.index("The shipped batch"):]
+    quoted = quoted[quoted.index("```\n") + 4:]
+    quoted = quoted[:quoted.index("```")].strip().splitlines()
+    assert main(["demo"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert quoted and all(line in printed for line in quoted), (quoted, printed[-3:])
+
+
 def write_rollouts(path, rows):
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path

@@ -124,7 +124,8 @@ def test_uses_response_mask_only():
 
 def test_missing_reward_key_lists_what_is_available():
     data, _ = rollout_batch()
-    with pytest.raises(ValueError, match=r"'lenght' not found. Available per-response keys: \['correct', 'length', 'uid'\]"):
+    with pytest.raises(ValueError, match=r"returned no 'lenght', .* names; the batch reached the advantage step holding the per-response "
+                                         r"keys \['correct', 'length', 'uid'\]. Did you mean 'length'\?"):
         run(data, algorithm(gdpo_reward_keys=["correct", "lenght"]))
 
 
@@ -133,7 +134,7 @@ def test_batch_without_any_component_points_at_the_plugin_hook():
     data, _ = rollout_batch()
     for name in ("correct", "length"):
         data.non_tensor_batch.pop(name)
-    with pytest.raises(ValueError, match=r"\['uid'\]\. No reward component reached.*VERL_USE_EXTERNAL_PLUGINS"):
+    with pytest.raises(ValueError, match=r"no reward component reached the advantage stage at all.*VERL_USE_EXTERNAL_PLUGINS"):
         run(data, algorithm())
 
 

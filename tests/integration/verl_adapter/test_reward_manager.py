@@ -23,7 +23,7 @@ from gdpo_verl.verl_adapter.reward_manager import GdpoRewardManager, reward_sign
 from gdpo_verl.verl_adapter.settings import SIGNATURE_KEY
 
 
-WORDS = ["<pad>", "<eos>", "the", "answer", "is", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "?"]
+WORDS = ["<pad>", "<eos>", "the", "answer", "is", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "?", "\\boxed{4}"]
 PROMPT = [2, 3]
 
 
@@ -282,7 +282,7 @@ def test_the_readmes_example_reward_pasted_as_is_needs_the_gdpo_verl_manager_and
     source = usage[usage.index("```python\n") + len("```python\n"):usage.index("```", usage.index("```python\n") + 3)]
     pasted = {}
     exec(compile(source, "my_reward.py", "exec"), pasted)
-    result = score(manager(score=pasted["compute_score"]), sample("the answer is 4", ground_truth="4"))
+    result = score(manager(score=pasted["compute_score"]), sample("the answer is \\boxed{4}", ground_truth="4"))
     info = result["reward_extra_info"]
     assert (info["correct"], info["length"], result["reward_score"]) == (1.0, 1.0, 2.0)
     assert SIGNATURE_KEY in info

@@ -231,7 +231,7 @@ def test_a_component_missing_from_some_samples_does_not_apply_to_them(transfer_q
 
 def test_unknown_reward_key_lists_what_the_samples_carry(transfer_queue):
     batch = put_samples(random_samples(seed=8, groups=2, group_size=2))
-    with pytest.raises(ValueError, match=r"'lenght' not found\. Available per-response keys: \['acc', 'correct', 'length'"):
+    with pytest.raises(ValueError, match=r"returned no 'lenght', .* holding the per-response keys \['acc', 'correct', 'length'"):
         trainer("algorithm.gdpo_reward_keys=[correct,lenght]")._compute_advantage(batch, {})
 
 
