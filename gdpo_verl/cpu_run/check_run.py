@@ -214,7 +214,7 @@ def check(out: Path, steps: int, trainer: str = "sync", resumed_from: int = 0,
     if still and still == checked and len(checked) == steps:
         constant = [key for key in config.reward_keys
                     if all(metrics[step].get(f"gdpo/{key}/zero_var_group_frac") == 1 for step in still)]
-        no_signal = (f"every GDPO advantage was 0 at every step, so there was nothing to learn: "
+        no_signal = ("every GDPO advantage was 0 at every step, so there was nothing to learn: "
                      + (f"{', '.join(constant)} {'was' if len(constant) == 1 else 'were'} constant in every group"
                         if constant else "the components cancelled in every group")
                      + ". A reward must vary within a prompt's responses; gdpo-verl check-reward shows where it does "

@@ -45,19 +45,16 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 from gdpo_verl.cpu_run.narrate import HEARTBEAT_S, Cause, Narrator, step_line
+from gdpo_verl.cpu_run.parts import Part, part_title
 
 PR_SET_CHILD_SUBREAPER = 36
 # The stop message names at most this many parts found dead in one look.
 MAX_NAMED = 3
-# Ray processes that are not parts of the run (their end is no death): pooled idle workers come and go; the agents
-# are Ray's own. Their work still counts as the run's (note_work).
-RAY_NOT_PARTS = ("ray::IDLE", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
 # The run is working while its processes use at least this much CPU (cores, averaged over WORK_WINDOW_S seconds),
 WORKING_CORES = 0.25
 WORK_WINDOW_S = 30.0
@@ -83,61 +80,6 @@ def _closest_key(command, full_key):
     from gdpo_verl.verl_adapter.config_keys import closest_key
 
     return closest_key(command, full_key)
-
-
-PARTS = {  # what a process title stands for, in the stop message
-    "VLLM::EngineCore": "the vLLM engine core",
-    "VLLM::Worker": "a vLLM worker",
-    "ray::vLLMHttpServer": "the vLLM rollout server",
-}
-
-
-@dataclass(frozen=True)
-class Part:
-    pid: int
-    created: float
-    title: str
-
-    @property
-    def description(self) -> str:
-        for prefix, meaning in PARTS.items():
-            if self.title.startswith(prefix):
-                return meaning
-        if self.title.startswith("ray::"):
-            return f"Ray actor {self.title.removeprefix('ray::').split('.')[0]}"
-        return f"Ray's {self.title}"
-
-    def alive(self) -> bool:
-        try:
-            process = psutil.Process(self.pid)
-            return process.create_time() == self.created and process.status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
-
-def part_title(process: psutil.Process) -> str | None:
-    """The title under which a process is a part of the run, or None. A process forked from its parent that still
-    carries its parent's title (a helper of a Ray actor's or a vLLM process's own) is no part of its own: it may
-    end whenever its work is done. Raises psutil.NoSuchProcess (ZombieProcess included) when the process, or the
-    parent it is compared with, ended meanwhile: that says nothing of what it was."""
-    try:
-        cmdline = process.cmdline()
-        if not cmdline:  # a process of the run that is exiting: its memory is gone before it is a zombie
-            raise psutil.NoSuchProcess(process.pid)
-        parent = process.parent()
-        if parent is not None and parent.cmdline() == cmdline:
-            return None
-    except psutil.AccessDenied:
-        return None  # its title cannot be read: not taken for a part
-    title = " ".join(cmdline).strip()
-    if title.startswith("VLLM::") or title.startswith(tuple(PARTS)):
-        return title.split()[0]
-    if title.startswith("ray::") and not title.startswith(RAY_NOT_PARTS) and title[5:6].isupper():
-        return title.split()[0]  # an actor (ray::Class or ray::Class.method); ray::function is a task's worker
-    executable = os.path.basename(cmdline[0])
-    if executable in ("raylet", "gcs_server"):
-        return executable
-    return None
 
 
 def thread_run_times(processes: list[psutil.Process]) -> dict[tuple[int, int], tuple[float, bool]]:

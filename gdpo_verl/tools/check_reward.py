@@ -32,7 +32,7 @@ from gdpo_verl.core.advantage import gdpo_parts
 from gdpo_verl.core.checks import is_reward_value, shown
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.jsonl import iter_jsonl, regular_file
-from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, find_reward, missing_component
+from gdpo_verl.verl_adapter.components import find_reward, missing_component
 from gdpo_verl.verl_adapter.reward_config import declared_needs, load_reward_function
 
 TEMPLATE = "{answer}"
@@ -195,7 +195,7 @@ def check(rows: list[dict], responses: list[Response], function: Any, kwargs: di
     return report
 
 
-def components(report: Report, responses: list[Response], keys: list[str]) -> tuple[dict, dict]:
+def components(report: Report, keys: list[str]) -> tuple[dict, dict]:
     """(key -> ``(B,)`` outcome scores, key -> ``(B,)`` where it applies) over the calls that returned; problems
     (a key left out, a value that is no finite number) go to the report."""
     returned = [result for result in report.results if result is not None]
@@ -227,7 +227,7 @@ def summarize(report: Report, responses: list[Response], keys: list[str], weight
         row, error = report.raised[0]
         report.problems.append(f"compute_score raised on {len(report.raised)} of {report.calls} calls; first, on data "
                                f"row {row}: {error}")
-    rewards, applies = components(report, responses, keys)
+    rewards, applies = components(report, keys)
     if not rewards:
         return {}
     kept = [response for response, result in zip(responses, report.results, strict=True) if result is not None]

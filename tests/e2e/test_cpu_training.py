@@ -142,6 +142,21 @@ def test_both_steps_train_with_gdpo_and_change_the_weights(run):
     assert lines[-1].startswith("weights: 21 of 21 tensors changed")
 
 
+def test_the_readmes_sample_output_is_what_the_run_prints_numbers_aside(run):
+    # README, "Try it": the lines it shows after the run, each printed by the main job (its numbers vary by run)
+    _, stdout = run
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("there. It says what it is doing"):]
+    block = block[block.index("```\n") + 4:]
+    sample = block[:block.index("```")].strip().splitlines()
+    def shape(text: str) -> str:  # numbers and the outputs' folder aside
+        return re.sub(r"[-+]?\d+(?:\.\d+)?", "N", re.sub(r"outputs in \S+\)", "outputs in PATH)", text))
+
+    printed = [shape(line) for line in stdout.splitlines()]
+    for line in sample:
+        assert any(shown.endswith(shape(line)) for shown in printed), (line, stdout[-2000:])
+
+
 def test_each_step_scored_every_response_with_both_rewards(run):
     out, _ = run
     records = check_run.step_records(out)
