@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -226,15 +227,8 @@ def available_kb() -> int:
         return next(int(line.split()[1]) for line in meminfo if line.startswith("MemAvailable:"))
 
 
-def test_the_memory_a_run_holds_is_within_its_bound_measured_on_the_host():
-    # The run's cgroup bounds it: memory_mb per process times processes, plus file_mb, KERNEL_MB and INTERPRETER_MB
-    # (the session's interpreter), 160 MB here.
-    # Before: 400 MB more in a tmpfs of the program's own namespace; apart, 1 GB of inodes in /work (1.3 million
-    # directories in 8 s), 2 GB of socket buffers, 190 MB of filesystem watches, 2 GB of huge pages held through
-    # 4 KB slivers, 100 MB of page tables: kernel memory that no limit counted.
-    limits = Limits(wall_s=30, cpu_s=20, memory_mb=64, processes=1, file_mb=16, output_kb=64)
-    sandbox = Sandbox("local", limits)
-    sandbox.check()
+def held_by_one_run(sandbox: Sandbox) -> tuple[float, Any]:
+    """(the most of the host's available memory a run of MEMORY_GRAB took, in MB; its outcome)."""
     before = available_kb()
     lowest = [before]
     done = threading.Event()
@@ -251,12 +245,34 @@ def test_the_memory_a_run_holds_is_within_its_bound_measured_on_the_host():
     finally:
         done.set()
         watcher.join()
-    # it holds what it got, or its cgroup's bound ends it (the kernel's OOM killer, inside the cgroup only)
-    assert "holding" in outcome.stderr or (outcome.status, outcome.why) == (ERROR, "killed by SIGKILL"), outcome
-    held_mb = (before - min(lowest)) / 1024
+    return (before - min(lowest)) / 1024, outcome
+
+
+def test_the_memory_a_run_holds_is_within_its_bound_measured_on_the_host():
+    # The run's cgroup bounds it: memory_mb per process times processes, plus file_mb, KERNEL_MB and INTERPRETER_MB
+    # (the session's interpreter), 160 MB here.
+    # Before: 400 MB more in a tmpfs of the program's own namespace; apart, 1 GB of inodes in /work (1.3 million
+    # directories in 8 s), 2 GB of socket buffers, 190 MB of filesystem watches, 2 GB of huge pages held through
+    # 4 KB slivers, 100 MB of page tables: kernel memory that no limit counted. Measured on the host (kernel memory
+    # outside the cgroup's count is what this catches), where other processes allocating at the same time (the test
+    # suite's set-ups run pip beside this) only ever add to what a run seems to hold: the least of up to three runs
+    # is the run's. Memory it held beyond its bound would show in every one.
+    limits = Limits(wall_s=30, cpu_s=20, memory_mb=64, processes=1, file_mb=16, output_kb=64)
     bound_mb = limits.memory_mb * limits.processes + limits.file_mb + KERNEL_MB + INTERPRETER_MB
-    print(f"held {held_mb:.0f} MB, bound {bound_mb} MB")
-    assert held_mb < bound_mb, f"the run held {held_mb:.0f} MB of the host's memory; its bound is {bound_mb} MB"
+    sandbox = Sandbox("local", limits)
+    sandbox.check()
+    held = []
+    for _ in range(3):
+        held_mb, outcome = held_by_one_run(sandbox)
+        # it holds what it got, or its cgroup's bound ends it (the kernel's OOM killer, inside the cgroup only)
+        assert "holding" in outcome.stderr or (outcome.status, outcome.why) == (ERROR, "killed by SIGKILL"), outcome
+        held.append(held_mb)
+        if held_mb < bound_mb:
+            break
+    print(f"held {', '.join(f'{mb:.0f}' for mb in held)} MB, bound {bound_mb} MB")
+    assert min(held) < bound_mb, f"the run held {min(held):.0f} MB of the host's memory (least of {len(held)} runs: " \
+                                 f"{[round(mb) for mb in held]}); its bound is {bound_mb} MB"
+
 
 def test_a_run_ends_when_the_process_that_runs_it_dies(tmp_path):
     # Before: a program that switched off its parent-death signal outlived a reward worker killed under it,
