@@ -60,7 +60,7 @@ def check_study(out: Path, result: subprocess.CompletedProcess, task: str, estim
     metrics.jsonl and run.json."""
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for step in range(1, steps + 1):  # one progress line per step
-        assert f"{estimator} seed {seed} step {step}/{steps}: {rewards[0]} " in result.stdout
+        assert f"{estimator} seed {seed} step {step} of {steps}: {rewards[0]} " in result.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == steps and summary["seeds"] == [seed] and summary["task_name"] == task
     assert summary["reward_keys"] == list(rewards)
