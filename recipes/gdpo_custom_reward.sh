@@ -2,7 +2,8 @@
 # GDPO on your own multi-component reward, with verl's FSDP actor and vLLM rollout.
 # Every knob is an environment variable with a default; anything after the script name is passed to
 # verl as extra hydra overrides. DRY_RUN=1 prints the fully composed config and exits (no Ray, no GPU);
-# LIST_KNOBS=1 lists the knobs (recipes/launch.sh).
+# LIST_KNOBS=1 lists the knobs (recipes/launch.sh). REWARD_FILE must name your reward's file: the run imports it
+# before Ray starts, to read what it declares, and refuses one that is not there.
 #
 #   REWARD_FILE=my_reward.py REWARD_KEYS='[correct,length]' REWARD_WEIGHTS='[1.0,0.5]' \
 #   MODEL=/models/Qwen2.5-1.5B-Instruct TRAIN_FILE=train.parquet VAL_FILE=test.parquet \

@@ -37,7 +37,11 @@ ticking() {
         while sleep 15; do echo "  ... still $what ($((SECONDS - started)) s)"; done
     ) &
     ticker=$!
+    # a set-up that exits meanwhile (set -e) takes its ticker with it; Ctrl-C and the test runner's stop reach the
+    # whole process group, the ticker included
+    trap "kill $ticker 2>/dev/null" EXIT
     "$@" || code=$?
+    trap - EXIT
     kill "$ticker" 2>/dev/null || true
     wait "$ticker" 2>/dev/null || true
     return "$code"

@@ -44,8 +44,16 @@ PREFIX = re.compile(r"^\((?P<who>[^()\s]+) pid=\d+(?:, ip=[^)]*)?\)\s?")
 TRACEBACK = "Traceback (most recent call last):"
 # Ray's wrapper of an exception raised in another process: the wrapped one's own line follows its remote traceback.
 RAY_WRAPPER = re.compile(r"^ray\.exceptions\.\w+\((?P<inner>[\w.]+)\):")
-# The last line of a traceback: "ValueError: ...", "ray.exceptions.RayTaskError(RuntimeError): ...".
-EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)(?:\([\w.]+\))?(?::.*)?$")
+# The last line of a traceback, the first not indented after its header: "ValueError: ...", "TimeoutError",
+# "omegaconf.errors.MissingMandatoryValue: ...", "ray.exceptions.RayTaskError(RuntimeError): ...".
+# The class's name is CamelCase: a logger's "INFO:..." or "WARNING:..." line printed meanwhile is none.
+EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*[a-z]\w*(?:\([\w.]+\))?(?::.*)?$")
+# Python's lines between the exceptions of a chain: the exception raised last (``raise ... from``, an exception raised
+# while another was handled) is printed last, and says most (gdpo-verl's messages wrap what they caught).
+CHAINED = ("The above exception was the direct cause of the following exception:",
+           "During handling of the above exception, another exception occurred:")
+# vLLM's logger puts its level, time and place before every line of a traceback it logs (and ends lines with \r).
+VLLM_PREFIX = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:]+ \[[^\]]+\] ")
 # The most of a cause the last line gives: an error message of verl's or ours is a few hundred characters.
 CAUSE_CHARS = 1500
 # What hydra prints when it refuses an override (hydra/_internal/config_loader_impl.py, and its grammar's parser).
@@ -60,10 +68,10 @@ HYDRA_GRAMMAR = re.compile(r"^(?:no viable alternative at input|mismatched input
 def plain(line: str) -> tuple[str | None, str]:
     """(the process a line came from, by Ray's prefix, or None for the command's own; the line without colours and
     prefixes)."""
-    text, who = COLOUR.sub("", line.rstrip("\n")), None
+    text, who = COLOUR.sub("", line.rstrip("\r\n")).rstrip("\r"), None
     while (match := PREFIX.match(text)) is not None:
         who, text = match.group("who"), text[match.end():]
-    return who, text
+    return who, VLLM_PREFIX.sub("", text)
 
 
 def step_line(step: int, steps: int, data: dict, label: str = "") -> str:
@@ -106,29 +114,39 @@ class Cause:
     hydra: list[str] = field(default_factory=list)  # hydra's refusal of the command, as it printed it
     _in_traceback: set = field(default_factory=set)  # the processes whose traceback is being printed
     _wrapped: dict = field(default_factory=dict)  # process -> the exception a Ray wrapper in its traceback wraps
+    _chain: dict = field(default_factory=dict)  # process of the first error -> whether a chain's next link follows
     _driver: deque = field(default_factory=lambda: deque(maxlen=12))  # the command's own last lines
 
     def read(self, line: str) -> None:
         who, text = plain(line)
         if text.startswith(TRACEBACK):
             self._in_traceback.add(who)
-        elif who in self._in_traceback and EXCEPTION.match(text):
-            wrapper = RAY_WRAPPER.match(text)
-            if wrapper is not None:  # the wrapped exception's line ends the traceback
-                self._wrapped[who] = wrapper.group("inner")
-                return
-            wrapped = self._wrapped.pop(who, None)
-            if wrapped is not None and not text.startswith(wrapped):
-                self._wrapped[who] = wrapped
-                return
-            self._in_traceback.discard(who)
-            if self.first_error is None:
-                self.first_error = (who, text)
+            if self._chain.get(who) is False:  # a new traceback, not the next link of the first error's chain
+                self._chain.pop(who)
+        elif text in CHAINED and who in self._chain:
+            self._chain[who] = True
+        elif who in self._in_traceback and text[:1] not in ("", " ", "\t") and EXCEPTION.match(text):
+            self._exception(who, text)
         elif who is None and text.startswith(HYDRA_END):
             if not self.hydra and self.first_error is None:  # hydra's own refusal, not a job's traceback
                 self.hydra = [kept for kept in self._driver if kept.strip()]
         if who is None:
             self._driver.append(text)
+
+    def _exception(self, who: str | None, text: str) -> None:
+        """The line ending a traceback of ``who``: the run's first error, or the next link of its chain."""
+        wrapper = RAY_WRAPPER.match(text)
+        if wrapper is not None:  # the wrapped exception's line ends the traceback
+            self._wrapped[who] = wrapper.group("inner")
+            return
+        wrapped = self._wrapped.pop(who, None)
+        if wrapped is not None and not text.startswith(wrapped):
+            self._wrapped[who] = wrapped
+            return
+        self._in_traceback.discard(who)
+        if self.first_error is None or self._chain.get(who) is True:
+            self.first_error = (who, text)
+            self._chain = {who: False}
 
     def __str__(self) -> str:
         """The cause, for a person (empty when the run printed none)."""

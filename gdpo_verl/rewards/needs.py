@@ -41,7 +41,8 @@ class RewardNeeds:
     node_check: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.returns, str) or not all(isinstance(key, str) and key for key in self.returns):
+        if isinstance(self.returns, str) or not isinstance(self.returns, (tuple, list)) \
+                or not all(isinstance(key, str) and key for key in self.returns):
             raise TypeError(f"RewardNeeds.returns must be a tuple of key names, such as ('correct', 'length'); got "
                             f"{self.returns!r}.")
         object.__setattr__(self, "returns", tuple(self.returns))

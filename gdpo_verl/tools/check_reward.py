@@ -29,10 +29,10 @@ import numpy as np
 import torch
 
 from gdpo_verl.core.advantage import gdpo_parts
-from gdpo_verl.core.checks import is_reward_value, shown
+from gdpo_verl.core.checks import did_you_mean, is_reward_value, shown
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.jsonl import iter_jsonl, regular_file
-from gdpo_verl.verl_adapter.components import find_reward, missing_component
+from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, find_reward, missing_component
 from gdpo_verl.verl_adapter.reward_config import declared_needs, load_reward_function
 
 TEMPLATE = "{answer}"
@@ -57,20 +57,25 @@ class Report:
     notes: list[str] = field(default_factory=list)
 
 
-def read_data(path: Path) -> list[dict[str, Any]]:
-    """The rows of a verl data file (parquet, or JSON Lines), as the data scripts write them: ``data_source``,
-    ``reward_model.ground_truth``, ``extra_info``."""
+def read_data(path: Path, limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` rows of a verl data file (parquet, or JSON Lines), as the data scripts write them:
+    ``data_source``, ``reward_model.ground_truth``, ``extra_info``. Only those are read."""
     regular_file(path)
+    rows: list[dict[str, Any]] = []
     if path.suffix == ".parquet":
-        import pandas as pd
+        import pyarrow.parquet as pq
 
-        rows = [_plain(row) for row in pd.read_parquet(path).to_dict("records")]
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=min(limit, 1024)):
+            rows += [_plain(row) for row in batch.to_pylist()[:limit - len(rows)]]
+            if len(rows) >= limit:
+                break
     else:
-        rows = []
         for number, row in iter_jsonl(path):
             if not isinstance(row, dict):
                 raise ValueError(f"{path}:{number}: expected a JSON object (one data row); got {shown(row)}.")
             rows.append(row)
+            if len(rows) >= limit:
+                break
     for number, row in enumerate(rows):
         model = row.get("reward_model")
         if not isinstance(model, dict) or "ground_truth" not in model or "data_source" not in row:
@@ -78,7 +83,7 @@ def read_data(path: Path) -> list[dict[str, Any]]:
                              "data (scripts/prepare_data.py and the other data scripts write them).")
     if not rows:
         raise ValueError(f"{path}: no rows.")
-    return rows[:MAX_ROWS]
+    return rows
 
 
 def _plain(value: Any) -> Any:
@@ -162,7 +167,7 @@ def call(function: Any, row: dict, response: Response, kwargs: dict, timeout_s: 
         try:
             outcome.append(function(data_source=row["data_source"], solution_str=response.text,
                                     ground_truth=row["reward_model"]["ground_truth"], extra_info=extra_info, **kwargs))
-        except Exception as exc:  # noqa: BLE001 - reported with its row, counted a problem
+        except BaseException as exc:  # noqa: BLE001 - reported with its row (SystemExit too), counted a problem
             outcome.append(exc)
 
     started = time.perf_counter()
@@ -170,8 +175,7 @@ def call(function: Any, row: dict, response: Response, kwargs: dict, timeout_s: 
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():
-        raise TimeoutError(f"compute_score did not return within {timeout_s:g} s on data row {response.row} "
-                           f"(response {response.text[:60]!r}); a reward must bound its own work.")
+        return None, time.perf_counter() - started
     return outcome[0], time.perf_counter() - started
 
 
@@ -182,7 +186,13 @@ def check(rows: list[dict], responses: list[Response], function: Any, kwargs: di
         result, seconds = call(function, rows[response.row], response, kwargs, timeout_s)
         report.calls += 1
         report.seconds.append(seconds)
-        if isinstance(result, Exception):
+        if result is None and seconds >= timeout_s:  # still running: a run's step would fail on it; no more calls
+            report.problems.append(f"compute_score did not return within {timeout_s:g} s on data row {response.row} "
+                                   f"(response {response.text[:60]!r}): a reward must bound its own work (the "
+                                   "gdpo_verl reward manager fails the step past algorithm.gdpo.reward_timeout_s).")
+            report.results.append(None)
+            break
+        if isinstance(result, BaseException):
             report.raised.append((response.row, f"{type(result).__name__}: {result}"))
             report.results.append(None)
             continue
@@ -217,7 +227,7 @@ def components(report: Report, keys: list[str]) -> tuple[dict, dict]:
             values[key].append(0.0 if value is None else float(value))
             applies[key].append(value is not None)
     return ({key: torch.tensor(column, dtype=torch.float64) for key, column in values.items()},
-            {key: torch.tensor(column) for key, column in applies.items()})
+            {key: torch.tensor(column, dtype=torch.bool) for key, column in applies.items()})
 
 
 def summarize(report: Report, responses: list[Response], keys: list[str], weights: dict | None,
@@ -227,10 +237,13 @@ def summarize(report: Report, responses: list[Response], keys: list[str], weight
         row, error = report.raised[0]
         report.problems.append(f"compute_score raised on {len(report.raised)} of {report.calls} calls; first, on data "
                                f"row {row}: {error}")
+    if not any(result is not None for result in report.results):
+        return {}
     rewards, applies = components(report, keys)
     if not rewards:
         return {}
-    kept = [response for response, result in zip(responses, report.results, strict=True) if result is not None]
+    kept = [response for response, result in zip(responses[:len(report.results)], report.results, strict=True)
+            if result is not None]
     index = np.array([f"row-{response.row}" for response in kept], dtype=object)
     mask = torch.ones(len(kept), 1)
     options = {"batch_norm": "none"} if len(kept) < 2 else {}
@@ -272,7 +285,7 @@ def run(args: Any) -> int:
     if not isinstance(reward_kwargs, dict):
         raise ValueError(f"--reward-kwargs must be a JSON object, as reward.custom_reward_function.reward_kwargs; got "
                          f"{shown(reward_kwargs)}.")
-    rows = read_data(args.data)[:args.rows]
+    rows = read_data(args.data, min(args.rows, MAX_ROWS))
     count = token_counter(args.tokenizer)
     if args.rollouts is not None:
         responses = read_rollouts(args.rollouts, len(rows), count)
@@ -286,10 +299,12 @@ def run(args: Any) -> int:
     function, needs, close = scorer(args.path, args.name, reward_kwargs)
     report = Report()
     try:
-        undeclared = [key for key in args.keys if needs.returns and key not in needs.returns]
+        declared = {key.removeprefix(TOKEN_LEVEL_PREFIX) for key in needs.returns}
+        undeclared = [key for key in args.keys if needs.returns and key not in declared]
         if undeclared:
-            report.problems.append(missing_component(undeclared[0], needs.returns, args.keys,
-                                                     held="it declares (compute_score.needs.returns) it returns"))
+            report.problems += [f"--keys names {key!r}, which compute_score does not declare it returns (its "
+                                f"compute_score.needs.returns: {list(needs.returns)}){did_you_mean(key, declared)}."
+                                for key in undeclared]
         else:
             report = check(rows, responses, function, reward_kwargs, args.keys, args.timeout)
     finally:

@@ -221,6 +221,8 @@ def run_check_reward(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     from gdpo_verl.core.variants import WeightSchedule
     from gdpo_verl.tools.check_reward import run
 
+    if len(set(args.keys)) != len(args.keys):
+        parser.error(f"--keys lists a key more than once: {args.keys}")
     if args.rows < 1 or args.group < 2 or not args.timeout > 0:
         parser.error("--rows must be at least 1, --group at least 2 and --timeout above 0")
     for what, path in (("--data", args.data), ("--rollouts", args.rollouts)):
@@ -348,7 +350,7 @@ def run_plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from gdpo_verl.tools.curves import default_tags, read_scalars
     from gdpo_verl.tools.plots import plot_curves
 
-    labels = args.labels or [path.name for path in args.runs]
+    labels = args.labels or [path.parent.name if path.suffix == ".jsonl" else path.name for path in args.runs]
     if len(labels) != len(args.runs):
         raise ValueError(f"--labels has {len(labels)} names for {len(args.runs)} runs.")
     if len(set(labels)) != len(labels):

@@ -21,6 +21,7 @@ from gdpo_verl.core.jsonl import file_kind, iter_jsonl
 
 # verl's file logger's file in a run's directory (the CPU run's OUT/metrics.jsonl)
 FILE_LOGGER = "metrics.jsonl"
+EARLIER = "metrics.earlier.jsonl"
 
 # What the paper's Fig. 5 shows, in verl's names; per-reward means are added from the logs.
 DEFAULT_TAGS = ("response_length/mean", "response_length/max")
@@ -63,8 +64,10 @@ def check_event_files(directory: Path) -> None:
 def read_scalars(path: Path) -> dict[str, list[tuple[int, float]]]:
     """Every scalar tag of a run: tag -> [(step, value)], by step. ``path``: verl's file logger's file (a ``.jsonl``),
     a directory holding one (``metrics.jsonl``), or tensorboard's event directory (or a directory above it)."""
-    if path.suffix == ".jsonl" or (path / FILE_LOGGER).exists():
-        return read_file_logger(path if path.suffix == ".jsonl" else path / FILE_LOGGER)
+    if path.suffix == ".jsonl":
+        return read_file_logger([path])
+    if (path / FILE_LOGGER).exists():  # a resumed CPU run keeps what the runs before logged (verl starts the file anew)
+        return read_file_logger([file for file in (path / EARLIER, path / FILE_LOGGER) if file.exists()])
     directory = event_dir(path)
     check_event_files(directory)
     accumulator = EventAccumulator(str(directory), size_guidance={"scalars": 0})
@@ -82,12 +85,13 @@ def default_tags(runs: Sequence[dict[str, list[tuple[int, float]]]]) -> list[str
     return rewards + [tag for tag in DEFAULT_TAGS if tag in present]
 
 
-def read_file_logger(path: Path) -> dict[str, list[tuple[int, float]]]:
-    """The numbers of verl's file logger's lines: tag -> [(step, value)], by step. A step is the line's
-    ``training/global_step`` where it has one (verl's fully asynchronous trainer logs a step's metrics under the weight
-    version after it), else the step it was logged under."""
+def read_file_logger(paths: list[Path]) -> dict[str, list[tuple[int, float]]]:
+    """The numbers of verl's file logger's lines, of these files in turn: tag -> [(step, value)], by step. A step is
+    the line's ``training/global_step`` where it has one (verl's fully asynchronous trainer logs a step's metrics under
+    the weight version after it), else the step it was logged under."""
     scalars: dict[str, dict[int, float]] = {}
-    for number, line in iter_jsonl(path, torn_tail=True):
+    lines = ((path, number, line) for path in paths for number, line in iter_jsonl(path, torn_tail=True))
+    for path, number, line in lines:
         data = line.get("data") if isinstance(line, dict) else None
         if not isinstance(data, dict) or not isinstance(line.get("step"), int):
             raise ValueError(f"{path}:{number}: not a line of verl's file logger ({{\"step\": n, \"data\": {{...}}}}).")
@@ -96,5 +100,5 @@ def read_file_logger(path: Path) -> dict[str, list[tuple[int, float]]]:
             if is_reward_value(value) and not isinstance(value, bool):
                 scalars.setdefault(tag, {})[int(step)] = float(value)
     if not scalars:
-        raise ValueError(f"{path}: no step logged yet.")
+        raise ValueError(f"{paths[-1]}: no step logged yet.")
     return {tag: sorted(points.items()) for tag, points in scalars.items()}

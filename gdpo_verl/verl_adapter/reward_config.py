@@ -89,9 +89,10 @@ def _import_file(path: str, where: str) -> Any:
         try:
             _LOADED_FILES[key] = load_module(path)
         except Exception as exc:
-            raise ValueError(f"{where}: importing it failed ({type(exc).__name__}: {exc}). verl's reward workers "
-                             "would fail the same way; gdpo-verl imports it in the driver first, before Ray starts, "
-                             "to read what it declares (compute_score.needs).") from exc
+            cause = exc.__cause__ or exc  # verl's loader wraps every error as "Error loading module ..."
+            raise ValueError(f"{where}: importing it failed ({type(cause).__name__}: {cause}). gdpo-verl imports the "
+                             "reward in the driver, before Ray starts, to read what it declares (compute_score.needs), "
+                             "as verl's reward workers import it: install what it imports on this node too.") from exc
     return _LOADED_FILES[key]
 
 

@@ -106,7 +106,7 @@ class GdpoRewardManager(NaiveRewardManager):
                 "A reward function must bound its own work (gdpo-verl's math and tool rewards do); fix it, or raise "
                 "the limit if it is that slow by design."
             ) from exc
-        info = result["reward_extra_info"]  # the components that do not apply are filled in by RewardLoopWorker
+        info = result["reward_extra_info"]
         for key in [key for key in info if key.startswith(TOKEN_LEVEL_PREFIX) and info[key] is not None]:
             info[key] = pad_token_scores(key, info[key], response_length, self.max_response_length)
         if self.signature_keys:

@@ -27,6 +27,7 @@ from gdpo_verl.core.checks import boolean, did_you_mean, finite_number
 from gdpo_verl.core.conditions import check_conditions
 from gdpo_verl.core.options import COMPUTED, DEFAULTS, GDPO_ONLY, IN_BLOCK, OPTIONS, checked, unread
 from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakpoints, weights_at
+from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX
 from gdpo_verl.verl_adapter.reward_config import check_reward_on_this_node, reward_function, reward_needs
 from gdpo_verl.verl_adapter.reward_config import config_value as _get
 from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME, OUR_ESTIMATORS
@@ -417,14 +418,15 @@ def _check_declared_returns(config: Any, settings: GdpoSettings) -> None:
     """A reward that declares the keys its dict holds (``RewardNeeds.returns``): every reward key must be one of them.
     Without a declaration the same mistake stops the run at the first response scored
     (``components.require_components``)."""
-    returns = reward_needs(config).returns
+    declared = reward_needs(config).returns
+    returns = [key.removeprefix(TOKEN_LEVEL_PREFIX) for key in declared]  # a per-token component is its key too
     unknown = [key for key in settings.reward_keys if returns and key not in returns]
     if unknown:
         path = _get(reward_function(config), "path")
         named = ", ".join(f"{key!r}{did_you_mean(key, returns)}" for key in unknown)
         raise ValueError(
             f"algorithm.gdpo_reward_keys={list(settings.reward_keys)} names {named}, which the reward "
-            f"{path} does not return: it declares {list(returns)} besides 'score' (compute_score.needs.returns). "
+            f"{path} does not return: it declares {list(declared)} besides 'score' (compute_score.needs.returns). "
             "List the components it returns."
         )
 

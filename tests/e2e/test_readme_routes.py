@@ -53,6 +53,7 @@ def test_the_readmes_reward_trains_on_the_cpu_run_through_verls_config_with_a_us
     cwd.mkdir()
     (cwd / "my_reward.py").write_text(readme_reward())
     out, records = tmp_path / "out", tmp_path / "out" / "elsewhere"
+    hydra_runs = set((ROOT / "outputs").glob("20*"))  # hydra's default run folders, outputs/<date>, in the checkout
     result = train_cpu(cwd, out, "trainer.logger=[console,tensorboard]", f"algorithm.gdpo.dump_dir={records}",
                        CONFIG="verl", REWARD="my_reward.py")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -71,7 +72,7 @@ def test_the_readmes_reward_trains_on_the_cpu_run_through_verls_config_with_a_us
     assert sorted(check_run.step_records(out, str(records))) == [1, 2]  # the records where the override put them
     # nothing outside OUT: not where the user stands, not in the checkout
     assert list(cwd.iterdir()) == [cwd / "my_reward.py"]
-    assert not (ROOT / "tensorboard_log").exists()
+    assert not (ROOT / "tensorboard_log").exists() and set((ROOT / "outputs").glob("20*")) == hydra_runs
     assert list((out / "tensorboard").rglob("events.out.tfevents*"))
     # gdpo-verl plot reads the run's own metrics, and tensorboard's
     for run in (out, out / "tensorboard"):

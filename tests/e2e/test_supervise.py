@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from gdpo_verl.cpu_run import supervise
-from gdpo_verl.cpu_run.narrate import step_line
+from gdpo_verl.cpu_run.narrate import Cause, step_line
 
 SUPERVISE = ["-m", "gdpo_verl.cpu_run.supervise"]
 
@@ -499,3 +499,40 @@ def test_ray_s_start_failing_again_or_after_a_step_or_another_failure_is_not_tri
         tries = len((directory / "count").read_text().split())
         assert tries == (2 if name == "twice" else 1), (name, stderr)
         assert "CPU training run stopped" in stderr.splitlines()[-1], name
+
+
+def first_error(text: str) -> str:
+    cause = Cause()
+    for line in text.splitlines():
+        cause.read(line)
+    return str(cause)
+
+
+def test_the_cause_of_a_chain_is_its_last_link_and_a_vllm_traceback_is_read_through_its_log_prefix():
+    # gdpo-verl's messages wrap what they caught (raise ... from exc): Python prints the wrapping exception last. Here
+    # the reward manager's timeout, inside Ray's wrapper, after asyncio's cancellation
+    worker = "\x1b[36m(AgentLoopWorkerTQ pid=9)\x1b[0m "
+    chain = ["Traceback (most recent call last):", "ray.exceptions.RayTaskError(TimeoutError): ray::X() (pid=1)",
+             '  File "a", line 1, in f', "asyncio.exceptions.CancelledError", "",
+             "During handling of the above exception, another exception occurred:", "",
+             "Traceback (most recent call last):", '  File "b", line 2, in g', "TimeoutError", "",
+             "The above exception was the direct cause of the following exception:", "",
+             "Traceback (most recent call last):", '  File "c", line 3, in h',
+             "TimeoutError: compute_score did not return within 600 s"]
+    driver = ["Traceback (most recent call last):", "RuntimeError: Sync replay buffer selected terminal groups"]
+    assert first_error("\n".join([worker + line for line in chain] + driver)) == (
+        "TimeoutError: compute_score did not return within 600 s (raised in AgentLoopWorkerTQ, the run's first error)")
+    # vLLM's logger: its level, time and place before each line, \r after; the driver only says "see above"
+    engine = "\x1b[36m(vLLMHttpServer pid=1)\x1b[0m (EngineCore pid=2) ERROR 12-05 13:22:43 [core.py:9] "
+    lines = [engine + line + "\r" for line in ("Traceback (most recent call last):", '  File "x", line 1, in f',
+                                                "ValueError: No available memory for the cache blocks.")]
+    assert first_error("\n".join(lines + ["Traceback (most recent call last):", "RuntimeError: Engine core "
+                                          "initialization failed. See root cause above."])).startswith(
+        "ValueError: No available memory for the cache blocks. (raised in EngineCore")
+    # any exception class, and a logger's line printed meanwhile is none
+    assert first_error("Traceback (most recent call last):\n  File \"x\"\nINFO:2026-12-05:actor ready\n"
+                       "omegaconf.errors.MissingMandatoryValue: Missing mandatory value: data.train_files") == (
+        "omegaconf.errors.MissingMandatoryValue: Missing mandatory value: data.train_files")
+    # a second, separate error does not replace the first
+    assert first_error("Traceback (most recent call last):\nKeyError: 'a'\nTraceback (most recent call last):\n"
+                       "ValueError: later") == "KeyError: 'a'"

@@ -77,7 +77,8 @@ def test_the_readmes_example_reward_checks_and_a_misspelled_key_is_refused_with_
     assert code == 0, out
     code, out = check_reward(capsys, *common, "--keys", "corect,length")
     assert code == 1
-    assert "returned no 'corect'" in out and "Did you mean 'correct'?" in out and "FAILED" in out
+    assert ("--keys names 'corect', which compute_score does not declare it returns" in out
+            and "(did you mean 'correct'?)" in out and "FAILED" in out)
     # the same reward without its declaration: the key is found missing in the calls' dicts
     reward.write_text(readme_reward().split("compute_score.needs")[0])
     code, out = check_reward(capsys, *common, "--keys", "correct,lenght")
@@ -92,6 +93,23 @@ def test_a_reward_that_raises_is_named_with_its_row(math_data, tmp_path, capsys)
     code, out = check_reward(capsys, "--path", reward, "--keys", "correct", "--data", math_data)
     assert code == 1
     assert "compute_score raised on 4 of 32 calls; first, on data row 3: KeyError: 'answer'" in out
+
+
+def test_a_reward_that_raises_on_every_call_or_hangs_is_a_problem_with_its_cause(math_data, tmp_path, capsys):
+    # the commonest first mistake: a reward_kwarg its signature does not take (every call raises)
+    reward = tmp_path / "strict.py"
+    reward.write_text("import time\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                      "    return {'score': 0.0, 'correct': 0.0}\n\n"
+                      "def hangs(data_source, solution_str, ground_truth, extra_info=None, **kwargs):\n"
+                      "    time.sleep(30)\n")
+    code, out = check_reward(capsys, "--path", reward, "--keys", "correct", "--data", math_data,
+                             "--reward-kwargs", '{"max_length": 8}')
+    assert code == 1
+    assert "raised on 32 of 32 calls; first, on data row 0: TypeError: compute_score() got an unexpected keyword " \
+           "argument 'max_length'" in out
+    code, out = check_reward(capsys, "--path", reward, "--name", "hangs", "--keys", "correct", "--data", math_data,
+                             "--timeout", "0.5")
+    assert code == 1 and "compute_score did not return within 0.5 s on data row 0" in out
 
 
 def test_a_component_constant_in_every_group_of_the_rollouts_is_a_problem(math_data, tmp_path, capsys):
