@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GDPO on your own multi-component reward, with verl's FSDP actor and vLLM rollout.
 # Every knob is an environment variable with a default; anything after the script name is passed to
-# verl as extra hydra overrides. DRY_RUN=1 prints the fully composed config and exits (no Ray, no GPU);
-# LIST_KNOBS=1 lists the knobs (recipes/launch.sh). REWARD_FILE must name your reward's file: the run imports it
+# verl as extra hydra overrides. DRY_RUN=1 prints the fully composed config and exits (no Ray, no GPU); CHECK=1
+# runs every check verl and gdpo-verl make before Ray and stops there; LIST_KNOBS=1 lists the knobs (recipes/launch.sh). REWARD_FILE must name your reward's file: the run imports it
 # before Ray starts, to read what it declares, and refuses one that is not there.
 #
 #   REWARD_FILE=my_reward.py REWARD_KEYS='[correct,length]' REWARD_WEIGHTS='[1.0,0.5]' \
@@ -27,6 +27,8 @@ knob MAX_PROMPT_LENGTH "1024"
 knob MAX_RESPONSE_LENGTH "4096"
 knob LR "1e-6"
 knob KL_LOSS_COEF "0.001"
+knob MAX_TOKENS_PER_GPU "16384"         # dynamic batch size: prompt + response tokens per GPU (verl's default)
+knob GPU_MEMORY_UTILIZATION "0.6"
 knob TP "1"
 knob NNODES "1"
 knob GPUS_PER_NODE "8"
@@ -54,11 +56,15 @@ ACTOR=(
     "actor_rollout_ref.actor.use_kl_loss=True"
     "actor_rollout_ref.actor.kl_loss_coef=${KL_LOSS_COEF}"
     "actor_rollout_ref.actor.kl_loss_type=mse"
+    "actor_rollout_ref.actor.use_dynamic_bsz=True"
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=${MAX_TOKENS_PER_GPU}"
 )
 ROLLOUT=(
     "actor_rollout_ref.rollout.name=vllm"
     "actor_rollout_ref.rollout.n=${ROLLOUT_N}"
     "actor_rollout_ref.rollout.tensor_model_parallel_size=${TP}"
+    "actor_rollout_ref.rollout.gpu_memory_utilization=${GPU_MEMORY_UTILIZATION}"
+    "actor_rollout_ref.rollout.max_model_len=$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))"
 )
 REWARD=(
     "reward.custom_reward_function.path=${REWARD_FILE}"

@@ -8,7 +8,18 @@
 #                       --config-name gdpo_trainer ARGS... (hydra overrides), with TRAINER's settings
 #
 #   DRY_RUN=1    launch prints the fully composed config (verl's --cfg job) instead: no Ray, no GPU
+#   CHECK=1      launch runs everything verl's main_ppo checks before Ray (verl's validate_config, gdpo-verl's
+#                checks, the checkpoint directory's owner, the memory plan) and stops before Ray starts
 #   LIST_KNOBS=1 launch prints the names of the recipe's knobs, one a line, and the recipe exits
+#
+# Every recipe has these knobs for where a run writes and how it uses memory (docs/gpu-runs.md):
+#   CHECKPOINT_DIR=$HOME/checkpoints   a root: the run saves under $CHECKPOINT_DIR/$PROJECT/$EXPERIMENT, and refuses a
+#                                      directory another run saved in (on storage every node sees when NNODES > 1)
+#   KEEP_CHECKPOINTS=2                 the saves kept (the oldest are deleted; each holds model, optimizer, extra)
+#   TENSORBOARD_DIR=$HOME/tensorboard  a root: the run's training curves go to $TENSORBOARD_DIR/$PROJECT/$EXPERIMENT
+#   PARAM_OFFLOAD=False                the actor's parameters and gradients on the CPU while vLLM generates
+#   OPTIMIZER_OFFLOAD=False            Adam's moments on the CPU while vLLM generates
+#   GPU_MEMORY_GB=80                   one GPU's memory, for the memory plan printed before Ray starts
 #
 # Every recipe has these knobs (docs/training-loop.md, "Which of verl's trainers"):
 #   TRAINER=sync            verl's V1 trainer, trainer.v1.trainer_mode=sync (verl's default)
@@ -26,11 +37,6 @@
 set -euo pipefail
 
 RECIPE_KNOBS=()
-DRY_RUN_ARGS=()
-if [ "${DRY_RUN:-0}" = 1 ]; then
-    DRY_RUN_ARGS=(--cfg job)
-fi
-
 knob() {
     if [[ " ${RECIPE_KNOBS[*]} " != *" $1 "* ]]; then
         RECIPE_KNOBS+=("$1")
@@ -38,9 +44,50 @@ knob() {
     printf -v "$1" '%s' "${!1:-$2}"
 }
 
+# knobs too, so that recipes/cluster/submit.sh passes them to the job: a CHECK=1 there must not start a run
+knob DRY_RUN "0"
+knob CHECK "0"
+DRY_RUN_ARGS=()
+if [ "$DRY_RUN" = 1 ]; then
+    DRY_RUN_ARGS=(--cfg job)
+fi
+
 knob TRAINER "sync"
 knob ROLLOUT_NNODES "1"
 knob ROLLOUT_GPUS_PER_NODE "8"
+knob CHECKPOINT_DIR "$HOME/checkpoints"
+knob KEEP_CHECKPOINTS "2"
+knob TENSORBOARD_DIR "$HOME/tensorboard"
+knob PARAM_OFFLOAD "False"
+knob OPTIMIZER_OFFLOAD "False"
+knob GPU_MEMORY_GB "80"
+
+# The overrides that give the run its own directories and its memory settings, from the knobs above and the
+# recipe's PROJECT and EXPERIMENT as they are at launch. Sets RUN_OVERRIDES.
+run_overrides() {
+    local name root
+    for name in CHECKPOINT_DIR TENSORBOARD_DIR; do
+        root=${!name}
+        if [[ "$root" != /* ]]; then
+            echo "$name must be an absolute path (a job runs in another directory than this shell); got '$root'" >&2
+            exit 2
+        fi
+    done
+    if ! [[ "$KEEP_CHECKPOINTS" =~ ^[1-9][0-9]*$ ]]; then
+        echo "KEEP_CHECKPOINTS must be a whole number of saves to keep, 1 or more; got '$KEEP_CHECKPOINTS'" >&2
+        exit 2
+    fi
+    RUN_TENSORBOARD_DIR="${TENSORBOARD_DIR%/}/${PROJECT}/${EXPERIMENT}"
+    RUN_OVERRIDES=(
+        "trainer.default_local_dir=${CHECKPOINT_DIR%/}/${PROJECT}/${EXPERIMENT}"
+        "trainer.max_actor_ckpt_to_keep=${KEEP_CHECKPOINTS}"
+        "trainer.max_critic_ckpt_to_keep=${KEEP_CHECKPOINTS}"
+        # verl's tensorboard logger reads TENSORBOARD_DIR in the TaskRunner: the job's environment carries it there
+        "+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR=${RUN_TENSORBOARD_DIR}"
+        "actor_rollout_ref.actor.fsdp_config.param_offload=${PARAM_OFFLOAD}"
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=${OPTIMIZER_OFFLOAD}"
+    )
+}
 
 launch() {
     if [ "${LIST_KNOBS:-0}" = 1 ]; then
@@ -96,7 +143,18 @@ launch() {
                  "got '$TRAINER'" >&2
             exit 2 ;;
     esac
-    python3 "${entry[@]}" ${mode[@]+"${mode[@]}"} "$@" ${last[@]+"${last[@]}"} ${DRY_RUN_ARGS[@]+"${DRY_RUN_ARGS[@]}"}
+    run_overrides
+    local check=0
+    case "$CHECK" in
+        0 | "") ;;
+        1) check=1 ;;
+        *) echo "CHECK must be 1 (check the launch and stop before Ray) or 0; got '${CHECK}'" >&2; exit 2 ;;
+    esac
+    # RAY_OVERRIDE_JOB_RUNTIME_ENV: under `ray job submit` (recipes/cluster/submit.sh), the run's TENSORBOARD_DIR
+    # replaces the root the job's environment carries
+    TENSORBOARD_DIR="$RUN_TENSORBOARD_DIR" RAY_OVERRIDE_JOB_RUNTIME_ENV=1 GDPO_VERL_CHECK_ONLY=$check GPU_MEMORY_GB="$GPU_MEMORY_GB" \
+        python3 "${entry[@]}" ${mode[@]+"${mode[@]}"} "${RUN_OVERRIDES[@]}" "$@" ${last[@]+"${last[@]}"} \
+        ${DRY_RUN_ARGS[@]+"${DRY_RUN_ARGS[@]}"}
 }
 
 # TRAIN_BATCH_SIZE / MINI_BATCH_SIZE (the recipe's knobs), which must divide.
@@ -145,6 +203,8 @@ shared_overrides() {
         "actor_rollout_ref.rollout.temperature=${TEMPERATURE}"
         "actor_rollout_ref.rollout.tensor_model_parallel_size=${TP}"
         "actor_rollout_ref.rollout.gpu_memory_utilization=${GPU_MEMORY_UTILIZATION}"
+        # vLLM sizes for this, not for the model's own context (262,144 tokens for Qwen3-4B-Instruct-2507)
+        "actor_rollout_ref.rollout.max_model_len=$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))"
         "reward.reward_manager.name=gdpo_verl"
         "reward.custom_reward_function.name=compute_score"
         "trainer.nnodes=${NNODES}"
@@ -153,7 +213,6 @@ shared_overrides() {
         "trainer.test_freq=${TEST_FREQ}"
         "trainer.project_name=${PROJECT}"
         "trainer.experiment_name=${EXPERIMENT}"
-        "trainer.default_local_dir=${CHECKPOINT_DIR:-$HOME/checkpoints/$PROJECT/$EXPERIMENT}"
         "trainer.logger=[console,tensorboard]"
     )
 }

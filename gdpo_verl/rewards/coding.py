@@ -64,7 +64,7 @@ logger = logging.getLogger("gdpo_verl")
 OBJECTIVES = (2, 3)
 LIMIT_OPTIONS = ("wall_s", "cpu_s", "memory_mb", "processes", "file_mb", "output_kb")
 OPTIONS = ("max_length", "objectives", "think", "pass_rate_weight", "length_weight", "no_bug_weight", "sandbox",
-           "python", "isolation", "stop_after_timeouts", *LIMIT_OPTIONS)
+           "python", "isolation", "slots", "stop_after_timeouts", *LIMIT_OPTIONS)
 SANDBOXES = (*MODES, FUSION)
 # Limits a Sandbox Fusion request has no field for (memory is verl's reward.sandbox_fusion.memory_limit_mb there).
 NOT_REMOTE = ("cpu_s", "memory_mb", "processes", "file_mb", "python", "isolation")
@@ -126,9 +126,15 @@ class CodingReward:
                 runner.close()
 
     def prepare(self, sandbox: str = "local", python: str | None = None, sandbox_fusion: Any = None,
-                **options: Any) -> None:
+                slots: int | None = None, **options: Any) -> None:
         """Make and check the sandbox that calls with these reward_kwargs will use (the "gdpo_verl" reward manager
-        does it when it starts, before any program runs); raises ``SandboxUnavailable`` naming the problem."""
+        does it when it starts, before any program runs, with ``slots`` its share of the node's cores unless the
+        kwargs set it); raises ``SandboxUnavailable`` naming the problem."""
+        if slots is not None:
+            if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+                raise ValueError(f"{WHERE}.slots must be a whole number of test cases run at once, 1 or more (or "
+                                 f"null: this reward worker's share of the node's cores); got {slots!r}.")
+            self.workers = slots
         limits = Limits(**{name: options[name] for name in LIMIT_OPTIONS if name in options})
         self.sandbox(sandbox, python, limits, sandbox_fusion, given=set(options) | ({"python"} if python else set()),
                      isolation=options.get("isolation", "strict"))
@@ -196,7 +202,7 @@ class CodingReward:
         "gdpo_verl" reward manager passes them from the config. ``stop_after_timeouts``: once this many of the
         response's test cases ran out of time, its test cases not yet started are not run and fail (0: run all)."""
         where = WHERE
-        unknown = sorted(set(kwargs) - set(VERL_KWARGS) - set(LIMIT_OPTIONS) - {"isolation"})
+        unknown = sorted(set(kwargs) - set(VERL_KWARGS) - set(LIMIT_OPTIONS) - {"isolation", "slots"})
         if unknown:
             raise ValueError(f"unknown {where} {unknown}; the options are {', '.join(OPTIONS)}.")
         whole_number(max_length, f"{where}.max_length (tokens)", minimum=1)

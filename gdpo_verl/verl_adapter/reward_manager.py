@@ -20,7 +20,8 @@ sample and stores every key of a returned dict in ``reward_extra_info``), and ad
   lifetime; one with a ``prepare`` method gets it called with the reward_kwargs at once, so that the coding
   reward checks its sandbox on this node before the first program runs. The coding reward's kwargs gain verl's
   ``reward.sandbox_fusion`` settings when it runs programs there (``sandbox=fusion``): verl hands those only to
-  its own scorers.
+  its own scorers; and its sandbox's ``slots`` (runs at once), unless set: this worker's share of its node's cores
+  (``node_share_of_cores``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import os
 import struct
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -79,9 +81,14 @@ class GdpoRewardManager(NaiveRewardManager):
     """verl's naive reward manager plus the true response length and the GDPO signature."""
 
     def __init__(self, config, tokenizer, compute_score, reward_router_address=None, reward_model_tokenizer=None):
-        sandboxed = sandboxed_reward_kwargs(config) or {}
-        compute_score = owned_reward(compute_score, {"sandbox_fusion": sandboxed["sandbox_fusion"]}
-                                     if "sandbox_fusion" in sandboxed else None)
+        sandboxed = sandboxed_reward_kwargs(config)
+        added = {}
+        if sandboxed is not None:
+            if "sandbox_fusion" in sandboxed:
+                added["sandbox_fusion"] = sandboxed["sandbox_fusion"]
+            if sandboxed.get("slots") is None:
+                added["slots"] = node_share_of_cores(config)
+        compute_score = owned_reward(compute_score, added or None)
         super().__init__(config, tokenizer, compute_score, reward_router_address, reward_model_tokenizer)
         keys = config.algorithm.get("gdpo_reward_keys", None)
         self.signature_keys = tuple(keys) if keys else ()
@@ -112,6 +119,22 @@ class GdpoRewardManager(NaiveRewardManager):
         if self.signature_keys:
             info[SIGNATURE_KEY] = reward_signature(signature_components(info, self.signature_keys))
         return result
+
+
+def node_share_of_cores(config: Any) -> int:
+    """The sandbox slots of one reward worker: the cores this process may use divided by the reward workers on its
+    node, at least 1. verl starts ``reward.num_workers`` reward workers round-robin over the Ray nodes that have
+    CPUs, so a node holds at most ceil(num_workers / nodes) of them (all of them outside Ray: one node). Without this
+    each worker would size its slots to every core, and 8 workers on a 128-core node would run ~1,024 programs at once
+    beside vLLM and FSDP: test cases timing out by load, reward noise. ``reward_kwargs.slots`` (recipes:
+    SANDBOX_SLOTS) overrides it."""
+    import ray
+
+    workers = int(config.reward.get("num_workers", 1) or 1)
+    nodes = 1
+    if ray.is_initialized():
+        nodes = max(1, sum(1 for node in ray.nodes() if node["Alive"] and node["Resources"].get("CPU", 0) > 0))
+    return max(1, len(os.sched_getaffinity(0)) // math.ceil(workers / nodes))
 
 
 def owned_reward(compute_score: Any, added_kwargs: Mapping[str, Any] | None = None) -> Any:

@@ -8,8 +8,11 @@ touch point (``touch_points.require``: a verl where it is missing or changed is 
   ``check_config``, so GDPO configuration errors surface before any GPU is allocated.
 - ``main_ppo.run_ppo`` (wrapped from ``validate_config``, as ``python -m verl.trainer.main_ppo`` runs the module as
   ``__main__``, and when imported, as verl's experimental entry points do): when GDPO is in use, it checks the
-  config (if ``validate_config`` did not just do so) before Ray starts and, the first thing after connecting to Ray,
-  before it starts verl's TaskRunner, that "gdpo" is this plugin's estimator on every node (``cluster``).
+  config (if ``validate_config`` did not just do so) and that ``trainer.default_local_dir`` is no other run's
+  (``checkpoint_owner``), prints the memory plan and stops a setup that cannot fit (``memory_plan``), all before Ray
+  starts; with ``GDPO_VERL_CHECK_ONLY=1`` (recipes: ``CHECK=1``) it stops there. Otherwise it records the run as the
+  checkpoint directory's owner and, the first thing after connecting to Ray, before it starts verl's TaskRunner,
+  checks that "gdpo" is this plugin's estimator on every node (``cluster``).
 - V1 trainer (verl's default), ``PPOTrainer._compute_advantage``: verl fetches only uid, masks, ``rm_scores``
   and log-probs from TransferQueue there. For "gdpo" and CorrGRPO (``OUR_ESTIMATORS``) the wrapper also fetches
   each sample's reward components and runs verl's own stage inside a ``Step`` (settings, global step, components),
@@ -41,6 +44,7 @@ import functools
 import importlib
 import inspect
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,10 +53,12 @@ from types import ModuleType
 from typing import Any
 
 from gdpo_verl.core.records import RecordWriter
+from gdpo_verl.verl_adapter.checkpoint_owner import check_checkpoint_owner, claim_checkpoint_dir
 from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node, require_reward_on_every_node
 from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, require_components
 from gdpo_verl.verl_adapter.estimator import Step, current_step, observe, running
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
+from gdpo_verl.verl_adapter.memory_plan import print_memory_plan
 from gdpo_verl.verl_adapter import ESTIMATOR_NAME, OUR_ESTIMATORS
 from gdpo_verl.verl_adapter.reward_config import reward_node_check
 from gdpo_verl.verl_adapter.settings import check_config, observes, settings_from_config
@@ -70,6 +76,18 @@ REWARD_KEYS_KEY = "gdpo_verl_reward_keys"
 
 # The attribute of verl's trainer object that holds its run's RecordWriter (record_writer).
 RECORD_WRITER_ATTRIBUTE = "_gdpo_verl_record_writer"
+
+# Set to 1 (recipes: CHECK=1), a launch runs verl's checks and gdpo-verl's, prints the memory plan and stops before
+# Ray starts.
+CHECK_ONLY_ENV = "GDPO_VERL_CHECK_ONLY"
+
+
+def check_only() -> bool:
+    value = os.environ.get(CHECK_ONLY_ENV, "0")
+    if value not in ("0", "1", ""):
+        raise ValueError(f"{CHECK_ONLY_ENV}={value!r}: set 1 (check the launch and stop before Ray) or 0.")
+    return value == "1"
+
 
 # The config that validate_config checked last in this thread (main_ppo then hands it to run_ppo).
 _CHECKED_CONFIG: ContextVar[Any] = ContextVar("gdpo_verl_checked_config", default=None)
@@ -127,9 +145,20 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def run_ppo(config: Any, task_runner_class: Any, *args: Any, **kwargs: Any) -> Any:
         algorithm = config.algorithm
-        if algorithm.adv_estimator in OUR_ESTIMATORS or observes(algorithm):
+        ours = algorithm.adv_estimator in OUR_ESTIMATORS or observes(algorithm)
+        if ours:
             if _CHECKED_CONFIG.get() is not config:  # main_ppo's validate_config checked it just before
                 check_config(config)  # before Ray starts, whichever entry point called
+            check_checkpoint_owner(config)
+            print_memory_plan(config)  # stops a setup that cannot fit, before any GPU is allocated
+        if check_only():
+            verl = ("verl's validate_config" if _CHECKED_CONFIG.get() is config else
+                    "the checks this entry point of verl makes before Ray (it runs validate_config in its TaskRunner)")
+            print(f"gdpo-verl: {CHECK_ONLY_ENV}=1: the config passed {verl} and gdpo-verl's checks; stopped before Ray "
+                  "starts (nothing was allocated or written)", flush=True)
+            return None
+        if ours:
+            claim_checkpoint_dir(config)
             task_runner_class = _NodesCheckedFirst(task_runner_class, reward_node_check(config))
         return original(config, task_runner_class, *args, **kwargs)
 

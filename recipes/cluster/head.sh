@@ -9,7 +9,10 @@
 # otherwise copy the file or export RAY_AUTH_TOKEN=<its content> on them.
 set -euo pipefail
 
-HEAD_IP=${HEAD_IP:-$(hostname -I | awk '{print $1}')}
+# The address Ray uses on this node: HEAD_IP, else the first IPv4 address of NETWORK_INTERFACE (e.g. ib0, eth1),
+# else the first address of `hostname -I` (on a node with several networks, name the one the nodes share)
+source "$(dirname "${BASH_SOURCE[0]}")/node_ip.sh"
+HEAD_IP=${HEAD_IP:-$(node_ip)}
 RAY_PORT=${RAY_PORT:-6379}
 DASHBOARD_HOST=${DASHBOARD_HOST:-0.0.0.0}   # where `ray job submit` reaches the cluster
 DASHBOARD_PORT=${DASHBOARD_PORT:-8265}

@@ -7,7 +7,8 @@
 #
 # The recipe runs on the cluster, not here, so the recipe's knobs that are set in this shell (MODEL, NNODES,
 # DATA_DIR, ...: what the recipe declares with `knob`, listed by LIST_KNOBS=1, recipes/launch.sh) are passed to
-# the job's environment; with a command instead of a recipe, the knobs of every recipe.
+# the job's environment; with a command instead of a recipe, the knobs of every recipe. So are WANDB_*, HF_* and
+# NCCL_* where set here (the W&B key, the Hugging Face token and cache, NCCL's interface).
 # WORKING_DIR (default: this checkout) is uploaded as the job's working directory, without the virtual
 # environments, .git and run outputs; WORKING_DIR= runs from the nodes' own copy instead. NO_WAIT=1 returns
 # after submitting. A head started moments ago may not take jobs yet (Ray: "No available agent to submit job"):
@@ -37,11 +38,14 @@ else
     done < <(find "$ROOT/recipes" -name '*.sh' ! -name launch.sh ! -name common.sh ! -path '*/cluster/*' | sort)
 fi
 
-# The recipe knobs that are set here travel with the job.
+# The recipe knobs that are set here travel with the job, and so do the variables a cluster run needs from this
+# shell: Weights & Biases' (WANDB_*: the key, the entity), Hugging Face's (HF_*: the token, the cache, offline mode)
+# and NCCL's (NCCL_*: the interface, InfiniBand).
 knobs=""
 for recipe in "${recipes[@]}"; do
     knobs+=$(env -i PATH="$PATH" HOME="$HOME" LIST_KNOBS=1 bash "$recipe")$'\n'
 done
+knobs+=$(compgen -e | grep -E '^(WANDB|HF|NCCL)_' || true)$'\n'
 env_vars=""
 for name in $(printf '%s' "$knobs" | sort -u); do
     if [ -n "${!name+set}" ]; then
@@ -52,7 +56,7 @@ done
 runtime_env="{\"env_vars\": {${env_vars}}"
 if [ -n "$WORKING_DIR" ]; then
     runtime_env+=", \"working_dir\": \"${WORKING_DIR}\""
-    runtime_env+=", \"excludes\": [\".venv\", \".venv-cpu-training\", \".venv-unit\", \".git\", \"outputs\", \"tensorboard_log\", \"checkpoints\", \"*.parquet\"]"
+    runtime_env+=", \"excludes\": [\".venv\", \".venv-cpu-training\", \".venv-unit\", \".git\", \"outputs\", \"tensorboard_log\", \"tensorboard\", \"checkpoints\", \"*.parquet\"]"
 fi
 runtime_env+="}"
 

@@ -8,7 +8,10 @@
 set -euo pipefail
 
 HEAD_ADDRESS=${HEAD_ADDRESS:?set HEAD_ADDRESS to the head node address IP:PORT, e.g. 10.0.0.1:6379}
-NODE_IP=${NODE_IP:-$(hostname -I | awk '{print $1}')}
+# The address Ray uses on this node: NODE_IP, else the first IPv4 address of NETWORK_INTERFACE (e.g. ib0, eth1),
+# else the first address of `hostname -I` (on a node with several networks, name the one the nodes share)
+source "$(dirname "${BASH_SOURCE[0]}")/node_ip.sh"
+NODE_IP=${NODE_IP:-$(node_ip)}
 NUM_CPUS=${NUM_CPUS:-}
 NUM_GPUS=${NUM_GPUS:-}
 export RAY_AUTH_MODE=${RAY_AUTH_MODE:-token}

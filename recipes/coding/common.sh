@@ -27,6 +27,8 @@ knob ISOLATION "strict"                 # SANDBOX=local: strict (root + a writab
 knob WALL_S "10"                        # one test case's run: wall clock, CPU seconds, memory
 knob CPU_S "5"                          # (not with SANDBOX=fusion: its requests carry no CPU limit)
 knob MEMORY_MB "1024"
+knob SANDBOX_SLOTS ""                   # SANDBOX=local/none: test cases run at once per reward worker (default: the
+                                        # node's cores / the reward workers on it; docs/coding.md, "Slots")
 knob SANDBOX_FUSION_URL ""              # SANDBOX=fusion: the server's run_code endpoint, e.g. http://host:8080/run_code
 knob SANDBOX_FUSION_CONCURRENT "64"     # SANDBOX=fusion: requests at once, per reward worker
 knob FILTER_GROUPS "True"               # DAPO dynamic sampling on the summed score
@@ -39,6 +41,7 @@ knob MINI_BATCH_SIZE "64"
 knob PPO_EPOCHS "1"
 knob CLIP_LOW "0.2"
 knob CLIP_HIGH "0.28"
+knob CLIP_RATIO_C "10.0"                # the math kit's (DLER's); verl's default is 3.0
 knob LOSS_AGG_MODE "token-mean"
 knob USE_KL_LOSS "True"
 knob KL_LOSS_COEF "0.0005"
@@ -60,7 +63,6 @@ knob TOTAL_STEPS "500"
 knob SAVE_FREQ "50"
 knob TEST_FREQ "50"
 knob PROJECT "gdpo_coding"
-knob CHECKPOINT_DIR ""
 knob DUMP_DIR "null"
 
 coding_overrides() {
@@ -81,6 +83,7 @@ coding_overrides() {
         "actor_rollout_ref.actor.ppo_epochs=${PPO_EPOCHS}"
         "actor_rollout_ref.actor.clip_ratio_low=${CLIP_LOW}"
         "actor_rollout_ref.actor.clip_ratio_high=${CLIP_HIGH}"
+        "actor_rollout_ref.actor.clip_ratio_c=${CLIP_RATIO_C}"
         "actor_rollout_ref.actor.loss_agg_mode=${LOSS_AGG_MODE}"
         "actor_rollout_ref.actor.ulysses_sequence_parallel_size=${SP_SIZE}"
         "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.coding"
@@ -107,6 +110,9 @@ coding_overrides() {
             "+reward.custom_reward_function.reward_kwargs.memory_mb=${MEMORY_MB}"
             "+reward.custom_reward_function.reward_kwargs.isolation=${ISOLATION}"
         )
+        if [ -n "$SANDBOX_SLOTS" ]; then
+            CODING+=("+reward.custom_reward_function.reward_kwargs.slots=${SANDBOX_SLOTS}")
+        fi
     fi
 }
 coding_overrides

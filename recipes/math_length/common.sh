@@ -54,7 +54,6 @@ knob TOTAL_STEPS "500"
 knob SAVE_FREQ "50"
 knob TEST_FREQ "50"
 knob PROJECT "gdpo_math_length"
-knob CHECKPOINT_DIR ""                  # default: $HOME/checkpoints/$PROJECT/$EXPERIMENT
 knob DUMP_DIR "null"                    # a directory: per-step GDPO records for gdpo-verl inspect
 
 # MATH_LENGTH: the overrides of one run, from the knobs as they are when it is called (the shared ones from

@@ -52,7 +52,6 @@ knob TOTAL_EPOCHS "15"
 knob SAVE_FREQ "10"
 knob TEST_FREQ "10"
 knob PROJECT "gdpo_tool_calling"
-knob CHECKPOINT_DIR ""                  # default: $HOME/checkpoints/$PROJECT/$EXPERIMENT
 knob DUMP_DIR "null"                    # a directory: per-step GDPO records for gdpo-verl inspect
 
 case "$ESTIMATOR" in

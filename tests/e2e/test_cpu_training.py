@@ -34,6 +34,7 @@ import pytest
 from gdpo_verl.cpu_run import check_run
 from gdpo_verl.cpu_run.check_run import MAX_PROBS_DIFF, PROBS_DIFF, SENT, STALENESS
 from gdpo_verl.cpu_run import supervise
+from gdpo_verl.verl_adapter.checkpoint_owner import OWNER_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / os.environ.get("CPU_TRAINING_VENV", ".venv-cpu-training")  # as scripts/setup_cpu_training_env.sh
@@ -296,6 +297,10 @@ def check_resumed(out: Path, steps: int, killed: tuple[int, ...], stdout: str, u
     steps verl's metrics lack by design (check_run accepts them, naming them)."""
     assert f"GDPO CPU training run: OK ({steps} steps" in stdout
     assert latest_checkpoint(out) == steps
+    # the run that first saved there is recorded as the directory's owner, and a resume of the same run passes it
+    # (another run is refused the directory: tests/integration/recipes/test_recipe_checks.py)
+    owner = json.loads((out / "checkpoints" / OWNER_FILE).read_text())
+    assert owner == {"project": "gdpo_cpu", "experiment": "tiny"}
     # verl's file logger started its file afresh at each start: the earlier runs' lines were kept beside it
     logged = [step for step, _ in check_run.step_lines(out)]
     recorded = [line["step"] for line in check_run.read_jsonl(out / "gdpo" / "gdpo_steps.jsonl")]

@@ -209,10 +209,11 @@ def test_weight_sweep_composes_one_run_per_weight():
     result = default_run(recipe)
     assert result.returncode == 0, result.stderr[-3000:]
     runs = configs(result.stdout)
-    assert [list(run.algorithm.gdpo_reward_weights) for run in runs] == [[1.0, w] for w in (1.0, 0.75, 0.5, 0.25)]
-    assert [run.trainer.experiment_name for run in runs] == [f"r1_7b_gdpo_length_weight_{w}" for w in ("1.0", "0.75", "0.5", "0.25")]
+    # weight 1.0 is r1_7b_gdpo.sh, run once, not a second time here
+    assert [list(run.algorithm.gdpo_reward_weights) for run in runs] == [[1.0, w] for w in (0.75, 0.5, 0.25)]
+    assert [run.trainer.experiment_name for run in runs] == [f"r1_7b_gdpo_length_weight_{w}" for w in ("0.75", "0.5", "0.25")]
     # the summed score carries the same weights
-    assert [run.reward.custom_reward_function.reward_kwargs.length_weight for run in runs] == [1.0, 0.75, 0.5, 0.25]
+    assert [run.reward.custom_reward_function.reward_kwargs.length_weight for run in runs] == [0.75, 0.5, 0.25]
 
 
 def test_weight_sweep_runs_for_the_grpo_baseline_with_the_weights_in_its_score():

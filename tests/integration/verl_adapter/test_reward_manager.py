@@ -1,8 +1,10 @@
 """The "gdpo_verl" reward manager, and verl's real V1 dynamic-sampling filter (ReplayBuffer) reading what
 it writes, with real Ray and TransferQueue."""
 
+import os
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from transformers import PreTrainedTokenizerFast
 import verl  # noqa: F401  (loads the entry point)
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+from verl.trainer.ppo.reward import _call_with_kwargs
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
@@ -290,3 +293,24 @@ def test_the_readmes_example_reward_pasted_as_is_needs_the_gdpo_verl_manager_and
     naive = get_reward_manager_cls("naive")(config, tiny_tokenizer(), pasted["compute_score"])
     with pytest.raises(KeyError, match="response_length"):  # why the README's second route names the manager
         naive.loop.run_until_complete(naive.run_single(sample("the answer is 4", ground_truth="4")))
+
+
+@pytest.mark.parametrize(("workers", "slots"), [(8, None), (1, None), (8, 3)])
+def test_the_coding_rewards_sandbox_takes_this_workers_share_of_the_nodes_cores(workers, slots):
+    # verl starts reward.num_workers reward workers on a node; each one's sandbox runs at most its share of the node's
+    # cores at once (outside Ray, as here: one node), unless reward_kwargs.slots (SANDBOX_SLOTS) says otherwise
+    from gdpo_verl.rewards import coding
+
+    reward_kwargs = {"sandbox": "none", **({"slots": slots} if slots else {})}
+    config = OmegaConf.create({
+        "algorithm": {"gdpo_reward_keys": ["pass_rate", "length"]},
+        "reward": {"num_workers": workers, "custom_reward_function": {
+            "path": "pkg://gdpo_verl.rewards.coding", "name": "compute_score", "reward_kwargs": reward_kwargs}}})
+    verl_score = partial(_call_with_kwargs, coding.compute_score, reward_kwargs)
+    reward_manager = GdpoRewardManager(config, tiny_tokenizer(), verl_score)
+    try:
+        reward = reward_manager.compute_score.args[0]
+        cores = len(os.sched_getaffinity(0))
+        assert reward.workers == (slots or max(1, cores // workers))
+    finally:
+        reward.close()

@@ -280,3 +280,11 @@ def test_any_result_line_or_output_gives_an_answer_never_an_exception(text, expe
     call_passed("[" * 5000 + text, expected)
     same_output(text, "1.5")
     same_output(text, text[::-1])
+
+
+@pytest.mark.parametrize("slots", [0, -2, 1.5, True, "4"])
+def test_a_bad_slot_count_is_refused_before_any_sandbox_is_made(slots):
+    with CodingReward() as reward:
+        with pytest.raises(ValueError, match=r"reward_kwargs.slots must be a whole number of test cases run at once"):
+            reward.prepare(sandbox="none", slots=slots)
+        assert reward._sandboxes == {}
