@@ -73,8 +73,6 @@ REWARD=(
 TRAINER_ARGS=(
     "trainer.nnodes=${NNODES}"
     "trainer.n_gpus_per_node=${GPUS_PER_NODE}"
-    "trainer.project_name=${PROJECT}"
-    "trainer.experiment_name=${EXPERIMENT}"
     "trainer.logger=[console,tensorboard]"
 )
 

@@ -62,8 +62,8 @@ knob PARAM_OFFLOAD "False"
 knob OPTIMIZER_OFFLOAD "False"
 knob GPU_MEMORY_GB "80"
 
-# The overrides that give the run its own directories and its memory settings, from the knobs above and the
-# recipe's PROJECT and EXPERIMENT as they are at launch. Sets RUN_OVERRIDES.
+# The overrides that name the run (the recipe's PROJECT and EXPERIMENT as they are at launch) and give it its own
+# directories and its memory settings, from the knobs above. Sets RUN_OVERRIDES.
 run_overrides() {
     local name root
     for name in CHECKPOINT_DIR TENSORBOARD_DIR; do
@@ -79,6 +79,8 @@ run_overrides() {
     fi
     RUN_TENSORBOARD_DIR="${TENSORBOARD_DIR%/}/${PROJECT}/${EXPERIMENT}"
     RUN_OVERRIDES=(
+        "trainer.project_name=${PROJECT}"
+        "trainer.experiment_name=${EXPERIMENT}"
         "trainer.default_local_dir=${CHECKPOINT_DIR%/}/${PROJECT}/${EXPERIMENT}"
         "trainer.max_actor_ckpt_to_keep=${KEEP_CHECKPOINTS}"
         "trainer.max_critic_ckpt_to_keep=${KEEP_CHECKPOINTS}"
@@ -211,8 +213,6 @@ shared_overrides() {
         "trainer.n_gpus_per_node=${GPUS_PER_NODE}"
         "trainer.save_freq=${SAVE_FREQ}"
         "trainer.test_freq=${TEST_FREQ}"
-        "trainer.project_name=${PROJECT}"
-        "trainer.experiment_name=${EXPERIMENT}"
         "trainer.logger=[console,tensorboard]"
     )
 }

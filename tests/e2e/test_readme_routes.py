@@ -7,7 +7,8 @@ verdict is OK, the advantages are not zero, the terminal holds about a screen, n
 ``gdpo-verl plot`` draws the run's curves from its own metrics and from tensorboard's.
 
 Then the mistakes, each stopped before Ray starts (seconds, no start of a run): a misspelled reward key, with the
-key the reward returns named; a misspelled option, read from hydra's refusal as the key meant. The README's other
+key the reward returns named; a misspelled option, read from hydra's refusal as the key meant; a checkpoint
+directory another run saved in, both runs named. The README's other
 route, the packaged config, is the one every CPU run here takes (test_cpu_training.py's main job first); its command
 is composed from the README's text in tests/integration/test_config.py."""
 from __future__ import annotations
@@ -98,3 +99,19 @@ def test_a_misspelled_option_is_read_from_hydras_refusal_as_the_key_meant(tmp_pa
     last = result.stderr.strip().splitlines()[-1]
     assert re.match(r"CPU training run stopped: the override algorithm\.gdpo\.batchnorm=sequence names no key of the "
                     r"config: did you mean algorithm\.gdpo\.batch_norm\? ", last), last
+
+
+def test_a_checkpoint_directory_of_another_run_stops_before_ray_naming_both_runs(tmp_path):
+    # the CPU run's own resumes pass the same check (test_cpu_training.py: check_resumed reads the owner's record)
+    other = tmp_path / "other_run"
+    other.mkdir()
+    (other / "gdpo_verl_run.json").write_text('{"project": "gdpo_cpu", "experiment": "bigger"}')
+    (other / "global_step_4").mkdir()
+    result = train_cpu(tmp_path, tmp_path / "out", f"trainer.default_local_dir={other}")
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"CPU training run stopped: ValueError: trainer.default_local_dir={str(other)!r} holds the "
+                           "checkpoints of another run (project 'gdpo_cpu', experiment 'bigger'"), last
+    assert "this run is project 'gdpo_cpu', experiment 'tiny'" in last
+    assert "ray init kwargs" not in (tmp_path / "out" / "run.log").read_text()  # before Ray
+    assert sorted(path.name for path in other.iterdir()) == ["gdpo_verl_run.json", "global_step_4"]  # untouched
