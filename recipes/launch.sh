@@ -17,9 +17,12 @@
 #                                      directory another run saved in (on storage every node sees when NNODES > 1)
 #   KEEP_CHECKPOINTS=2                 the saves kept (the oldest are deleted; each holds model, optimizer, extra)
 #   TENSORBOARD_DIR=$HOME/tensorboard  a root: the run's training curves go to $TENSORBOARD_DIR/$PROJECT/$EXPERIMENT
-#   PARAM_OFFLOAD=False                the actor's parameters and gradients on the CPU while vLLM generates
+#   PARAM_OFFLOAD=False                the actor's parameters on the CPU while vLLM generates
 #   OPTIMIZER_OFFLOAD=False            Adam's moments on the CPU while vLLM generates
 #   GPU_MEMORY_GB=80                   one GPU's memory, for the memory plan printed before Ray starts
+#   MEMORY_PLAN=refuse                 stop a setup the plan says cannot fit; warn: print it and go on
+# A run is named by the recipe's PROJECT and EXPERIMENT knobs (trainer.project_name, trainer.experiment_name), which
+# also name its directories: a trainer.project_name= or trainer.experiment_name= override is refused, naming them.
 #
 # Every recipe has these knobs (docs/training-loop.md, "Which of verl's trainers"):
 #   TRAINER=sync            verl's V1 trainer, trainer.v1.trainer_mode=sync (verl's default)
@@ -61,11 +64,23 @@ knob TENSORBOARD_DIR "$HOME/tensorboard"
 knob PARAM_OFFLOAD "False"
 knob OPTIMIZER_OFFLOAD "False"
 knob GPU_MEMORY_GB "80"
+knob MEMORY_PLAN "refuse"
 
 # The overrides that name the run (the recipe's PROJECT and EXPERIMENT as they are at launch) and give it its own
 # directories and its memory settings, from the knobs above. Sets RUN_OVERRIDES.
 run_overrides() {
-    local name root
+    local name root argument own_directory=0
+    : "${PROJECT:?a recipe declares knob PROJECT and knob EXPERIMENT, which name the run and its directories}"
+    : "${EXPERIMENT:?a recipe declares knob PROJECT and knob EXPERIMENT, which name the run and its directories}"
+    for argument in "$@"; do
+        case "$argument" in
+            trainer.project_name=* | trainer.experiment_name=* | ++trainer.project_name=* | ++trainer.experiment_name=*)
+                echo "$argument: name the run with PROJECT=... and EXPERIMENT=... (knobs), which also name its checkpoint" \
+                     "and tensorboard directories; an override would rename the run and leave it another's directories" >&2
+                exit 2 ;;
+            trainer.default_local_dir=* | ++trainer.default_local_dir=*) own_directory=1 ;;
+        esac
+    done
     for name in CHECKPOINT_DIR TENSORBOARD_DIR; do
         root=${!name}
         if [[ "$root" != /* ]]; then
@@ -73,6 +88,15 @@ run_overrides() {
             exit 2
         fi
     done
+    # CHECKPOINT_DIR is a root: checkpoints in it directly were saved by a run that took it as its own directory
+    # (a trainer.default_local_dir override names the run's directory itself)
+    if [ "$own_directory" = 0 ] && { [ -e "$CHECKPOINT_DIR/latest_checkpointed_iteration.txt" ] ||
+                                     compgen -G "$CHECKPOINT_DIR/global_step_*" > /dev/null; }; then
+        echo "CHECKPOINT_DIR=$CHECKPOINT_DIR holds checkpoints itself, but it is a root: this run's are saved in" \
+             "$CHECKPOINT_DIR/$PROJECT/$EXPERIMENT. To resume the run saved there, pass" \
+             "trainer.default_local_dir=$CHECKPOINT_DIR; else give CHECKPOINT_DIR a directory that holds runs' directories" >&2
+        exit 2
+    fi
     if ! [[ "$KEEP_CHECKPOINTS" =~ ^[1-9][0-9]*$ ]]; then
         echo "KEEP_CHECKPOINTS must be a whole number of saves to keep, 1 or more; got '$KEEP_CHECKPOINTS'" >&2
         exit 2
@@ -145,7 +169,7 @@ launch() {
                  "got '$TRAINER'" >&2
             exit 2 ;;
     esac
-    run_overrides
+    run_overrides "$@"
     local check=0
     case "$CHECK" in
         0 | "") ;;
@@ -155,6 +179,7 @@ launch() {
     # RAY_OVERRIDE_JOB_RUNTIME_ENV: under `ray job submit` (recipes/cluster/submit.sh), the run's TENSORBOARD_DIR
     # replaces the root the job's environment carries
     TENSORBOARD_DIR="$RUN_TENSORBOARD_DIR" RAY_OVERRIDE_JOB_RUNTIME_ENV=1 GDPO_VERL_CHECK_ONLY=$check GPU_MEMORY_GB="$GPU_MEMORY_GB" \
+        GDPO_VERL_MEMORY_PLAN="$MEMORY_PLAN" \
         python3 "${entry[@]}" ${mode[@]+"${mode[@]}"} "${RUN_OVERRIDES[@]}" "$@" ${last[@]+"${last[@]}"} \
         ${DRY_RUN_ARGS[@]+"${DRY_RUN_ARGS[@]}"}
 }

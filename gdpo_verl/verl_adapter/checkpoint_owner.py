@@ -47,8 +47,8 @@ def check_checkpoint_owner(config: Any) -> None:
     if directory is None or not directory.is_dir():
         return
     this = run_name(config)
-    fix = ("Give this run a directory of its own (recipes: CHECKPOINT_DIR is a root, under which each run gets "
-           "$PROJECT/$EXPERIMENT; verl: trainer.default_local_dir=...)")
+    fix = ("Give this run a directory of its own (recipes: another EXPERIMENT=..., or CHECKPOINT_DIR, a root under "
+           "which each run gets $PROJECT/$EXPERIMENT; verl: trainer.default_local_dir=...)")
     owner_file = directory / OWNER_FILE
     if owner_file.is_file():
         try:

@@ -14,6 +14,8 @@ Nothing here edits verl's files.
 - vLLM's linear layers keep their weights and compute with torch's linear, on every CPU
   (``keep_vllm_linear_weights_reloadable``), so verl's weight sync can load new weights into them.
 - The V1 replay buffer looks for finished rollouts every 0.1 s instead of 2 s (``poll_replay_buffer_often``).
+- Each worker group's rendezvous port is looked for outside the ephemeral port range
+  (``rendezvous_outside_ephemeral_ports``), where another Ray's connections could take it first.
 
 docs/cpu-training.md lists each piece with the verl line that needs it.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import random
 from types import ModuleType
 from typing import Any, Optional
 
@@ -225,10 +228,36 @@ def poll_replay_buffer_often(replay_buffer: ModuleType) -> None:
     replay_buffer.ReplayBuffer.__init__ = __init__
 
 
+# Where the run's torch.distributed rendezvous port is looked for (see rendezvous_outside_ephemeral_ports).
+RENDEZVOUS_PORTS = (20000, 32000)
+RENDEZVOUS_SPAN = 2000
+
+
+def rendezvous_outside_ephemeral_ports(base: ModuleType) -> None:
+    """verl picks each worker group's rendezvous port (torch.distributed's TCPStore) by binding port 0, closing it, and
+    binding it again later in rank 0: the kernel gives port 0 from the ephemeral range, from which it also gives every
+    outgoing connection its local port, so on a machine running other Ray clusters (the test suite's two workers) a
+    connection took the port in between (EADDRINUSE, the run dead before its first step). verl's own
+    ``master_port_range`` (no config key in verl 0.9.1) moves the search below the ephemeral range (32768 and up on
+    Linux) and above Ray's worker ports (10002-19999), from a random start, so that two runs rarely look at the same
+    ports."""
+    verl_get = base.RayWorkerGroup._get_master_addr_port
+
+    @functools.wraps(verl_get)
+    def _get_master_addr_port(self: Any, pg: Any, bundle_index: int = 0, master_port_range: Any = None) -> Any:
+        if master_port_range is None:
+            start = random.randrange(*RENDEZVOUS_PORTS)
+            master_port_range = [start, start + RENDEZVOUS_SPAN]
+        return verl_get(self, pg, bundle_index=bundle_index, master_port_range=master_port_range)
+
+    base.RayWorkerGroup._get_master_addr_port = _get_master_addr_port
+
+
 # vLLM loads models in its worker processes, which import verl (and so this module) through verl's worker
 # extension; patching on import reaches them without importing vLLM or the trainer into every process of the run.
 after_import("vllm.model_executor.layers.utils", keep_vllm_linear_weights_reloadable)
 after_import("verl.trainer.ppo.v1.replay_buffer", poll_replay_buffer_often)
+after_import("verl.single_controller.ray.base", rendezvous_outside_ephemeral_ports)
 
 if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu" and platform_manager._current_platform is not None:
     # Something resolved the platform while verl was importing, before this module registered "cpu".

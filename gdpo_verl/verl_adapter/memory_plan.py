@@ -2,18 +2,19 @@
 fits the card. A setup that cannot fit is stopped here, naming the fixes, instead of an hour in.
 
 With verl's hybrid engine (rollout and training on the same GPUs), the actor's FSDP states stay on the GPU while vLLM
-generates, unless offloaded: fp32 parameters and gradients (8 bytes a parameter, ``fsdp_config.param_offload`` moves
-them to the CPU) and Adam's two fp32 moments (8 bytes, ``fsdp_config.optimizer_offload``), each sharded over the
-training GPUs; the reference model (KL) in bf16, 2 bytes a parameter, sharded too. vLLM takes
-``rollout.gpu_memory_utilization`` of the card for its weights (bf16, split over ``tensor_model_parallel_size``) and
-its KV cache, which must hold at least one sequence of ``rollout.max_model_len`` tokens (the model's own context
-length when unset). Adam's moments appear after the first update, so an unplanned run fails when vLLM wakes for
-step 2. Activations during the update are not counted: they are freed before vLLM wakes, and bounded by
-``ppo_max_token_len_per_gpu`` (docs/training-loop.md, "Memory").
+generates, unless offloaded: its fp32 parameters (4 bytes a parameter, ``fsdp_config.param_offload`` moves them to the
+CPU) and Adam's two fp32 moments (8 bytes, ``fsdp_config.optimizer_offload``), each sharded over the training GPUs.
+verl's engine frees the gradients when an update ends (``zero_grad_on_exit``) and keeps the reference model (KL) on
+the CPU (``forward_only``: FSDP's ``CPUOffload``), so neither is counted. vLLM takes ``rollout.gpu_memory_utilization``
+of the card for its weights (bf16, split over ``tensor_model_parallel_size``) and its KV cache, which must hold at
+least one sequence of ``rollout.max_model_len`` tokens (the model's own context length when unset). Adam's moments
+appear after the first update, so an unplanned run fails when vLLM wakes for step 2. Activations during the update
+are not counted: they are freed before vLLM wakes, and bounded by ``ppo_max_token_len_per_gpu``.
 
 The card: ``GPU_MEMORY_GB`` (default 80, an 80 GB A100 or H100), of which 99% is usable (what such a card reports).
 The model's size is read from ``config.json`` in a local model directory, else from ``KNOWN_MODELS`` by name; a model
-neither names is reported without a plan.
+neither names (or whose config has another layout) is reported without a plan. The plan is arithmetic, not a
+measurement: ``GDPO_VERL_MEMORY_PLAN=warn`` (recipes: ``MEMORY_PLAN=warn``) prints its problems and goes on.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from gdpo_verl.verl_adapter.reward_config import config_value as _get
 
 GIB = 1 << 30
 CARD_ENV = "GPU_MEMORY_GB"
+MODE_ENV = "GDPO_VERL_MEMORY_PLAN"
+MODES = ("refuse", "warn")
 DEFAULT_CARD_GB = 80.0
 USABLE = 0.99
 # CUDA context, NCCL buffers and allocator slack per GPU: an allowance, not a measurement.
@@ -71,7 +74,10 @@ def shape_from_config(path: Path) -> ModelShape:
 def model_shape(model_path: str) -> ModelShape | None:
     local = Path(model_path).expanduser() / "config.json"
     if local.is_file():
-        return shape_from_config(local)
+        try:
+            return shape_from_config(local)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):  # another layout (a nested text_config, ...)
+            return None
     return KNOWN_MODELS.get(Path(model_path.rstrip("/")).name.lower())
 
 
@@ -98,7 +104,7 @@ def memory_plan(config: Any) -> Plan | None:
     if str(_get(trainer, "device", "cuda")) == "cpu":
         return None
     arr = _get(config, "actor_rollout_ref")
-    actor, rollout, ref = _get(arr, "actor"), _get(arr, "rollout"), _get(arr, "ref")
+    actor, rollout = _get(arr, "actor"), _get(arr, "rollout")
     model_path = str(_get(_get(arr, "model"), "path"))
     shape = model_shape(model_path)
     if shape is None:
@@ -111,14 +117,11 @@ def memory_plan(config: Any) -> Plan | None:
     fsdp = _get(actor, "fsdp_config")
     param_offload, optimizer_offload = bool(_get(fsdp, "param_offload")), bool(_get(fsdp, "optimizer_offload"))
     n = shape.parameters
-    parameters_gib = 0.0 if param_offload else n * 8 / gpus / GIB
+    parameters_gib = 0.0 if param_offload else n * 4 / gpus / GIB
     adam_gib = 0.0 if optimizer_offload else n * 8 / gpus / GIB
-    uses_ref = bool(_get(actor, "use_kl_loss")) or bool(_get(_get(config, "algorithm"), "use_kl_in_reward"))
-    ref_offload = bool(_get(_get(ref, "fsdp_config"), "param_offload"))
-    ref_gib = n * 2 / gpus / GIB if uses_ref and not ref_offload else 0.0
     utilization = float(_get(rollout, "gpu_memory_utilization"))
     vllm_gib = utilization * card if colocated else 0.0
-    total = parameters_gib + adam_gib + ref_gib + vllm_gib + ALLOWANCE_GIB
+    total = parameters_gib + adam_gib + vllm_gib + ALLOWANCE_GIB
 
     def offloaded(flag: bool) -> str:
         return "offloaded" if flag else ""
@@ -126,16 +129,17 @@ def memory_plan(config: Any) -> Plan | None:
     lines = [
         f"gdpo-verl memory plan, per GPU ({gpus} training GPU(s) of {card:.1f} GiB usable, {CARD_ENV}="
         f"{card / USABLE:g}; {model_path}, {n / 1e9:.2f}e9 parameters), while vLLM generates:",
-        f"  actor parameters and gradients (fp32) {parameters_gib:5.1f} GiB {offloaded(param_offload)}",
+        f"  actor parameters (fp32)               {parameters_gib:5.1f} GiB {offloaded(param_offload)}",
         f"  Adam's moments (fp32, after step 1)   {adam_gib:5.1f} GiB {offloaded(optimizer_offload)}",
-        f"  reference model (bf16)               {ref_gib:5.1f} GiB"
-        + ("" if uses_ref else " (no KL)") + (" offloaded" if uses_ref and ref_offload else ""),
         f"  vLLM (gpu_memory_utilization {utilization:g})    {vllm_gib:5.1f} GiB"
         + ("" if colocated else " (rollout on GPUs of its own)"),
         f"  CUDA context, NCCL (allowance)        {ALLOWANCE_GIB:5.1f} GiB",
         f"  total                                {total:5.1f} GiB of {card:.1f}",
     ]
     problems = []
+    if card - ALLOWANCE_GIB < total <= card:
+        lines.append(f"  tight: {card - total:.1f} GiB to spare; fragmentation or a longer batch can tip it over "
+                     "(OPTIMIZER_OFFLOAD=True or more GPUs leave room)")
     if total > card:
         fixes = []
         if not optimizer_offload:
@@ -144,14 +148,15 @@ def memory_plan(config: Any) -> Plan | None:
         if not param_offload:
             fixes.append(f"PARAM_OFFLOAD=True (actor_rollout_ref.actor.fsdp_config.param_offload: "
                          f"-{parameters_gib:.1f} GiB)")
-        states = parameters_gib + adam_gib + ref_gib
+        states = parameters_gib + adam_gib
         fitting = next((g for g in (2, 4, 8, 16, 32, 64) if g > gpus
                         and states * gpus / g + vllm_gib + ALLOWANCE_GIB <= card), None)
         if fitting:
             fixes.append(f"more training GPUs (NNODES x GPUS_PER_NODE = {fitting} fits)")
         if colocated:
+            fitting_share = math.floor(max(0.0, (card - states - ALLOWANCE_GIB) / card) * 100) / 100
             fixes.append(f"a lower GPU_MEMORY_UTILIZATION (actor_rollout_ref.rollout.gpu_memory_utilization; "
-                         f"{max(0.0, (card - states - ALLOWANCE_GIB) / card):.2f} would fit, less room for the KV cache)")
+                         f"{fitting_share:.2f} would fit, less room for the KV cache)")
         problems.append(f"the run needs {total:.1f} GiB per GPU and the card has {card:.1f}: it would run out of memory "
                         f"when vLLM wakes for step 2. Fixes: {'; '.join(fixes)}.")
     if colocated:
@@ -172,11 +177,20 @@ def memory_plan(config: Any) -> Plan | None:
 
 
 def print_memory_plan(config: Any) -> None:
-    """Print the plan; raise ValueError with its problems when the setup cannot fit."""
+    """Print the plan; raise ValueError with its problems when the setup cannot fit (print them, with
+    ``GDPO_VERL_MEMORY_PLAN=warn``)."""
+    mode = os.environ.get(MODE_ENV, "").strip() or MODES[0]
+    if mode not in MODES:
+        raise ValueError(f"{MODE_ENV}={mode!r}: set refuse (stop a setup the plan says cannot fit) or warn.")
     plan = memory_plan(config)
     if plan is None:
         return
     print("\n".join(plan.lines), flush=True)
     if plan.problems:
-        raise ValueError("gdpo-verl memory plan: " + " Also: ".join(plan.problems)
-                         + f" (GPU memory per card: {CARD_ENV}, default {DEFAULT_CARD_GB:g}.)")
+        message = ("gdpo-verl memory plan: " + " Also: ".join(plan.problems)
+                   + f" (GPU memory per card: {CARD_ENV}, default {DEFAULT_CARD_GB:g}. The plan is arithmetic: where "
+                   f"you know better, {MODE_ENV}=warn, recipes MEMORY_PLAN=warn, goes on.)")
+        if mode == "warn":
+            print(f"WARNING: {message}", flush=True)
+            return
+        raise ValueError(message)

@@ -155,7 +155,7 @@ def _run_ppo_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
             verl = ("verl's validate_config" if _CHECKED_CONFIG.get() is config else
                     "the checks this entry point of verl makes before Ray (it runs validate_config in its TaskRunner)")
             print(f"gdpo-verl: {CHECK_ONLY_ENV}=1: the config passed {verl} and gdpo-verl's checks; stopped before Ray "
-                  "starts (nothing was allocated or written)", flush=True)
+                  "starts (no GPU allocated, no checkpoint directory written)", flush=True)
             return None
         if ours:
             claim_checkpoint_dir(config)

@@ -17,7 +17,7 @@ from gdpo_verl.verl_adapter.checkpoint_owner import OWNER_FILE
 from tests.integration.recipes.launches import Launches
 from tests.integration.recipes.test_recipes import RECIPES, ROOT, USER_REWARD
 
-STOPPED = "stopped before Ray starts (nothing was allocated or written)"
+STOPPED = "stopped before Ray starts (no GPU allocated, no checkpoint directory written)"
 LAUNCHES: list[Launches] = []
 
 
@@ -32,7 +32,7 @@ def launch(recipe, *overrides, home, **environment):
     """The recipe as a user launches it, with HOME (the default roots' base) in ``home``."""
     env = {**os.environ, "HOME": str(home),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **environment}
-    for name in ("CHECKPOINT_DIR", "TENSORBOARD_DIR", "GPU_MEMORY_GB", "DRY_RUN", "CHECK"):
+    for name in ("CHECKPOINT_DIR", "TENSORBOARD_DIR", "GPU_MEMORY_GB", "MEMORY_PLAN", "DRY_RUN", "CHECK"):
         if name not in environment:
             env.pop(name, None)
     return subprocess.run(["bash", str(recipe), *overrides], capture_output=True, text=True, timeout=300,
@@ -115,14 +115,33 @@ def test_a_run_is_refused_a_checkpoint_directory_another_run_saved_in_and_its_ow
     assert resumed.returncode == 0 and STOPPED in resumed.stdout, resumed.stderr[-3000:]
 
 
-def test_a_7b_recipe_on_4_gpus_is_stopped_by_its_memory_plan_naming_the_fixes(tmp_path):
+def test_a_7b_recipe_on_2_gpus_is_stopped_by_its_memory_plan_naming_the_fixes(tmp_path):
     recipe = ROOT / "math_length" / "r1_7b_gdpo.sh"
-    result = launch(recipe, home=tmp_path, CHECK="1", GPUS_PER_NODE="4")
+    result = launch(recipe, home=tmp_path, CHECK="1", GPUS_PER_NODE="2")
     assert result.returncode == 1
-    assert "the run needs 89.4 GiB per GPU and the card has 79.2" in result.stderr
-    for fix in ("OPTIMIZER_OFFLOAD=True", "PARAM_OFFLOAD=True", "NNODES x GPUS_PER_NODE = 8 fits"):
+    assert "the run needs 100.0 GiB per GPU and the card has 79.2" in result.stderr
+    for fix in ("OPTIMIZER_OFFLOAD=True", "PARAM_OFFLOAD=True", "NNODES x GPUS_PER_NODE = 4 fits", "MEMORY_PLAN=warn"):
         assert fix in result.stderr
-    offloaded = launch(recipe, home=tmp_path, CHECK="1", GPUS_PER_NODE="4", OPTIMIZER_OFFLOAD="True")
+    offloaded = launch(recipe, home=tmp_path, CHECK="1", GPUS_PER_NODE="2", OPTIMIZER_OFFLOAD="True")
     assert offloaded.returncode == 0 and STOPPED in offloaded.stdout, offloaded.stderr[-3000:]
+    warned = launch(recipe, home=tmp_path, CHECK="1", GPUS_PER_NODE="2", MEMORY_PLAN="warn")
+    assert warned.returncode == 0 and "WARNING: gdpo-verl memory plan: the run needs 100.0 GiB" in warned.stdout
     smaller = launch(recipe, home=tmp_path, CHECK="1", GPU_MEMORY_GB="40")
     assert smaller.returncode == 1 and "the card has 39.6" in smaller.stderr
+
+
+def test_a_run_renamed_by_an_override_or_a_root_holding_checkpoints_itself_is_refused(tmp_path):
+    recipe = ROOT / "math_length" / "r1_1.5b_gdpo.sh"
+    renamed = launch(recipe, "trainer.experiment_name=mine", home=tmp_path, DRY_RUN="1")
+    assert renamed.returncode == 2
+    assert "trainer.experiment_name=mine: name the run with PROJECT=... and EXPERIMENT=..." in renamed.stderr
+    # a CHECKPOINT_DIR that an earlier version took as the run's own directory: resuming there is named, not missed
+    (tmp_path / "old" / "global_step_50").mkdir(parents=True)
+    rooted = launch(recipe, home=tmp_path, CHECK="1", CHECKPOINT_DIR=str(tmp_path / "old"))
+    assert rooted.returncode == 2
+    assert (f"CHECKPOINT_DIR={tmp_path / 'old'} holds checkpoints itself, but it is a root" in rooted.stderr
+            and f"trainer.default_local_dir={tmp_path / 'old'}" in rooted.stderr)
+    # the way it names: that run's directory given as the run's own (no record there: the line that adopts it)
+    resumed = launch(recipe, f"trainer.default_local_dir={tmp_path / 'old'}", home=tmp_path, CHECK="1",
+                     CHECKPOINT_DIR=str(tmp_path / "old"))
+    assert resumed.returncode == 1 and "holds checkpoints that no run recorded as its own" in resumed.stderr
