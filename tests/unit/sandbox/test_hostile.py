@@ -339,7 +339,9 @@ for pid in children:
 
 def test_cpu_time_of_children_the_kernel_reaps_itself_counts(sandbox, nothing_left_behind):
     # Before: a parent that ignores SIGCHLD has its children reaped by the kernel, and their CPU time never reaches
-    # wait4's count: 3.7 s of CPU came back as a clean run with cpu_s 2. The run's cgroup counts it.
+    # wait4's count: 3.7 s of CPU came back as a clean run with cpu_s 2. The run's cgroup counts it. The parent waits
+    # until the kernel has reaped both children (their pids gone), not a fixed time: on a busy host a fixed sleep ended
+    # the run before the children had burnt their CPU, and the run was rightly clean.
     code = """
 import os, signal, time
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)
@@ -347,12 +349,21 @@ def burn(seconds):
     end = time.process_time() + seconds
     while time.process_time() < end:
         pass
+children = []
 for _ in range(2):
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         burn(1.2)
         os._exit(0)
+    children.append(pid)
 burn(0.2)
-time.sleep(1.5)
+for pid in children:
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
 print('done')
 """
     outcome = sandbox.run(code, "")
