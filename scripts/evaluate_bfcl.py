@@ -13,7 +13,8 @@ scored by BFCL's own checker and data (gdpo_verl/experiments/bfcl.py says what e
 
 ``prompts`` takes ``--categories`` (default: every category of BFCL v3) and ``--limit`` (the first N questions of
 each, for a quick look; score those with ``score --partial``). ``generate`` writes ``bfcl_generations.jsonl``
-(id, category, and the response, or a multi-turn question's turns of responses); ``score`` prints a markdown table
+(id, category, and the response, or a multi-turn question's turns of responses) as each is made, so that a run
+that fails keeps what it made (``--resume`` generates the rest); ``score`` prints a markdown table
 and writes ``bfcl_scores.json`` (per run: accuracy per category and summary, BFCL's error types counted, and the
 multi-turn questions that could not be decided). Exit code 2 on bad arguments or input.
 """
@@ -24,6 +25,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from gdpo_verl.core.jsonl import read_jsonl
@@ -54,8 +56,6 @@ def prompts(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
-    from gdpo_verl.verl_adapter.generation import ChatGenerator, load_tokenizer
-
     records = []
     for number, record in read_jsonl(args.prompts):
         if not isinstance(record, dict) or not ({"id", "category", "prompt"} <= set(record)
@@ -63,8 +63,39 @@ def generate(args: argparse.Namespace) -> int:
             raise ValueError(f"{args.prompts}:{number}: not a prompt record (id, category, and prompt or system and "
                              "turns); write the file with `evaluate_bfcl.py prompts`")
         records.append(record)
-    single = [record for record in records if "prompt" in record]
-    multi = [record for record in records if "turns" in record]
+    args.out.mkdir(parents=True, exist_ok=True)
+    target = args.out / "bfcl_generations.jsonl"
+    made = {record["id"]: record for _, record in read_jsonl(target)} if args.resume and target.is_file() else {}
+    if made:
+        print(f"{len(made)} questions already in {target} are kept (--resume)")
+    single = [record for record in records if "prompt" in record and record["id"] not in made]
+    multi = [record for record in records if "turns" in record and record["id"] not in made]
+    with target.open("w") as out:
+        def keep(record: dict) -> None:  # written as it is made: a failure later loses none of it
+            made[record["id"]] = record
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+
+        for record in made.values():
+            out.write(json.dumps(record) + "\n")
+        try:
+            made_now = play(args, single, multi, keep)
+        except BaseException:
+            print(f"evaluate_bfcl.py generate: {len(made)} of {len(records)} questions are in {target}; "
+                  "--resume generates the rest", file=sys.stderr)
+            raise
+    # in the prompts' order, as a whole file
+    target.write_text("".join(json.dumps(made[record["id"]]) + "\n" for record in records))
+    print(f"{made_now[0]} responses and {made_now[1]} multi-turn conversations: {target}")
+    return 0
+
+
+def play(args: argparse.Namespace, single: list, multi: list, keep: Callable[[dict], None]) -> tuple[int, int]:
+    """The greedy responses to ``single`` and the conversations of ``multi``, each given to ``keep`` as made."""
+    from gdpo_verl.verl_adapter.generation import ChatGenerator, load_tokenizer
+
+    if not single and not multi:
+        return 0, 0
     executor = bfcl_multi_turn.Executor(str(args.bfcl_python)) if multi else None  # before vLLM's start
     try:
         tokenizer = load_tokenizer(args.model)
@@ -81,21 +112,15 @@ def generate(args: argparse.Namespace) -> int:
         if too_long:
             raise ValueError(f"{len(too_long)} prompts (e.g. {too_long[:3]}) leave no room for an answer in the "
                              f"model's context ({generator.context} tokens): raise --max-model-len")
-        played = {record["id"]: record for record in bfcl_multi_turn.run(
-            multi, lambda conversations: generator.greedy([conversation.prompt() for conversation in conversations],
-                                                          args.max_tokens), executor)} if multi else {}
+        for record, answer in zip(single, answers):
+            keep({"id": record["id"], "category": record["category"], "response": answer})
+        if multi:
+            bfcl_multi_turn.run(multi, lambda conversations: generator.greedy(
+                [conversation.prompt() for conversation in conversations], args.max_tokens), executor, done=keep)
     finally:
         if executor is not None:
             executor.close()
-    responses = {record["id"]: {"response": answer} for record, answer in zip(single, answers)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    target = args.out / "bfcl_generations.jsonl"
-    target.write_text("".join(
-        json.dumps(played.get(record["id"]) or {"id": record["id"], "category": record["category"],
-                                                 **responses[record["id"]]}) + "\n"
-        for record in records))
-    print(f"{len(single)} responses and {len(multi)} multi-turn conversations: {target}")
-    return 0
+    return len(single), len(multi)
 
 
 def score(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -109,7 +134,8 @@ def score(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     for label, result in results.items():
         for category, ids in result["undecided"].items():
             table += (f"\n\n{label}: {len(ids)} of {result['questions'][category]} {category} questions undecided "
-                      f"(an execution past its budget; not counted right): {', '.join(ids[:10])}")
+                      f"(BFCL's execution or checker went past its budget or failed; not counted right; the reasons per "
+                      f"question are under undecided_why in bfcl_scores.json): {', '.join(ids[:10])}")
     print(table)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -137,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     step.add_argument("--dtype", default="auto", help="vLLM's dtype (default: the checkpoint's)")
     step.add_argument("--gpu-memory-utilization", type=float, default=0.9,
                       help="vLLM's share of GPU memory (of the machine's memory on its CPU build; default 0.9)")
+    step.add_argument("--resume", action="store_true",
+                      help="keep the questions already in --out's bfcl_generations.jsonl and generate the rest")
     step.add_argument("--bfcl-python", type=Path,
                       default=ROOT / os.environ.get("BFCL_VENV", ".venv-bfcl") / "bin" / "python",
                       help="the Python of BFCL's environment, which runs the multi-turn questions' calls "

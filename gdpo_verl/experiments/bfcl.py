@@ -279,7 +279,8 @@ def score_run(generations: Sequence[Mapping[str, Any]], partial: bool = False) -
     records: ``{id, category, response}`` (single-turn) or ``{id, category, turns}`` (multi-turn, as ``generate``
     writes them). Every question of a category present must have one record, unless ``partial`` (then each
     category is scored on the questions it has, and no summary is given). A multi-turn question BFCL's checker
-    cannot decide (an execution past its budget) is counted, per category, under ``undecided``, and not as right."""
+    cannot decide (an execution past its budget), and a question whose checker went past its budget or failed on
+    the response, is counted, per category, under ``undecided``, and not as right."""
     _, _, helper, _, _ = bfcl()
     by_category: dict[str, dict[str, Mapping[str, Any]]] = {}
     for record in generations:
@@ -297,6 +298,7 @@ def score_run(generations: Sequence[Mapping[str, Any]], partial: bool = False) -
     accuracy: dict[str, dict[str, Any]] = {}
     errors: Counter[str] = Counter()
     undecided: dict[str, list[str]] = {}
+    undecided_why: dict[str, str] = {}
     formatted = total = 0
     for category, records in by_category.items():
         questions = load_category(category)
@@ -318,6 +320,7 @@ def score_run(generations: Sequence[Mapping[str, Any]], partial: bool = False) -
                 responses = [record["response"]]
             if verdict is None:
                 undecided.setdefault(category, []).append(question["id"])
+                undecided_why[question["id"]] = error.removeprefix("undecided: ")
             right += bool(verdict)
             if not verdict:
                 errors[error.split(":", 1)[0] if verdict is None else error] += 1
@@ -329,17 +332,19 @@ def score_run(generations: Sequence[Mapping[str, Any]], partial: bool = False) -
     if not partial:
         summary.update(summaries(accuracy, helper))
     summary["format_rate"] = formatted / total if total else 0.0
-    return {"accuracy": summary, "errors": dict(errors), "undecided": undecided,
+    return {"accuracy": summary, "errors": dict(errors), "undecided": undecided, "undecided_why": undecided_why,
             "questions": {category: value["total_count"] for category, value in accuracy.items()}}
 
 
-def single_turn_verdict(question: Mapping[str, Any], category: str, response: str) -> tuple[bool, str]:
-    """``judge``, a checker that raises named with the question (the run stops, as BFCL's would)."""
-    try:
-        return judge(question, category, response)
-    except Exception as exc:
-        raise ValueError(f"BFCL's checker raised on {category} question {question['id']}: "
-                         f"{type(exc).__name__}: {exc}") from exc
+def single_turn_verdict(question: Mapping[str, Any], category: str, response: str) -> tuple[bool | None, str]:
+    """``judge`` in a ``bounded`` child (``bfcl_execution``): ``None`` and why when it cannot be decided (the
+    decoding or BFCL's checker went past a budget, or failed on the response), so that no response stops the
+    scoring."""
+    kind, value = bfcl_execution.bounded(judge, question, category, response)
+    if kind == "ok":
+        right, error = value
+        return right, error
+    return None, f"undecided: BFCL's checker {'went ' if kind == 'over' else 'failed on the response: '}{value}"
 
 
 def summaries(accuracy: Mapping[str, Mapping[str, Any]], helper: Any) -> dict[str, float]:

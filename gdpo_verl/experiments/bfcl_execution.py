@@ -25,7 +25,8 @@ the process that forks never runs a model's call.
 
 ``python -m gdpo_verl.experiments.bfcl_execution serve`` is the executor that ``evaluate_bfcl.py generate`` starts
 for multi-turn questions: JSON lines on stdin (``{"id", "steps"}``), one JSON line answered per request
-(``{"results": [...]}`` or ``{"over": why}``), after a first ``{"ready": release}`` line.
+(``{"results": [...]}``, or ``{"over": why}`` for an execution past its budget or one that failed: the question's
+undecided), after a first ``{"ready": release}`` line.
 """
 
 from __future__ import annotations
@@ -47,14 +48,13 @@ from gdpo_verl.experiments.bfcl_multi_turn import MULTI_TURN_CATEGORIES, decode_
 
 # An execution's budget: BFCL's calls take microseconds, its environments a few megabytes, and a result of BFCL's
 # ground truth at most 70 KB (multi_turn_long_context_113).
-CPU_S = 10
+CPU_S = 5
 MEMORY_MB = 1024
-WALL_S = 30.0
+WALL_S = 10.0
 OUTPUT_MB = 16
-# The kernel stops a child at its CPU limit by its exact run time; the usage wait4 reports is sampled from clock
-# ticks and can read a little under it (1.992 s for a 2 s limit, measured), so a kill counts as the CPU budget's when
-# the usage is within this of the limit.
-USAGE_SLACK_S = 0.5
+# A child's exit codes for the budgets it meets itself (its memory at RLIMIT_AS, its answer's size), and for a
+# failure it could not describe.
+EXIT_RAISED, EXIT_OVER_MEMORY, EXIT_OVER_OUTPUT = 1, 3, 4
 
 # The instance names the running execute_multi_turn_func_call may reach (set by its wrapper in executor_module).
 _reachable: frozenset[str] = frozenset()
@@ -166,33 +166,43 @@ def bounded(function: Callable[..., Any], *args: Any, cpu_s: int = CPU_S, memory
             wall_s: float = WALL_S) -> tuple[str, Any]:
     """``function(*args)`` in a forked child under ``RLIMIT_CPU`` (``cpu_s``) and ``RLIMIT_AS`` (``memory_mb`` over
     the child's start), killed at ``wall_s``: ``("ok", its JSON-able value)``, ``("over", why)`` past a budget,
-    or ``("raised", what)`` when it raised."""
+    or ``("raised", what)`` when it raised or died otherwise.
+
+    Which budget ended it is what the kernel reports, never a usage read back: the wall clock is this process's
+    kill; the CPU budget is the kernel's ``SIGXCPU`` at the soft limit (nothing in the child handles it: the model's
+    calls run only listed methods); memory is the child's ``MemoryError`` at ``RLIMIT_AS`` (BFCL's or ours), answered
+    by the exit code ``EXIT_OVER_MEMORY`` alone, since a child at its memory limit may not build another answer;
+    output is ``EXIT_OVER_OUTPUT``."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
-        code = 0
+        code = EXIT_RAISED
         try:
             os.close(read_end)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU's default action dumps a core
             resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
             with open("/proc/self/statm") as statm:
                 start = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
             resource.setrlimit(resource.RLIMIT_AS, (start + (memory_mb << 20),) * 2)
             try:
                 data = json.dumps({"ok": function(*args)}).encode()
-                if len(data) > OUTPUT_MB << 20:
-                    data = json.dumps({"over": f"over its output budget ({OUTPUT_MB} MB)"}).encode()
-            except (OverBudget, MemoryError) as exc:
-                data = json.dumps({"over": f"over its memory budget ({memory_mb} MB): {exc}"}).encode()
+            except (OverBudget, MemoryError):
+                os._exit(EXIT_OVER_MEMORY)
             except Exception as exc:  # reported to the parent, which names it
-                data = json.dumps({"raised": f"{type(exc).__name__}: {exc}"}).encode()
+                data = json.dumps({"raised": f"{type(exc).__name__}: {str(exc)[:1000]}"}).encode()
+            if len(data) > OUTPUT_MB << 20:
+                os._exit(EXIT_OVER_OUTPUT)
             view = memoryview(data)
             while view:
                 view = view[os.write(write_end, view):]
+            code = 0
+        except MemoryError:  # building or writing the answer at the memory limit
+            code = EXIT_OVER_MEMORY
         except BaseException:
-            code = 1
+            code = EXIT_RAISED
         os._exit(code)
     os.close(write_end)
-    chunks, deadline, timed_out = [], time.monotonic() + wall_s, False
+    chunks, size, deadline, timed_out = [], 0, time.monotonic() + wall_s, False
     try:
         while True:
             left = deadline - time.monotonic()
@@ -203,23 +213,29 @@ def bounded(function: Callable[..., Any], *args: Any, cpu_s: int = CPU_S, memory
             chunk = os.read(read_end, 1 << 16)
             if not chunk:
                 break
+            size += len(chunk)
+            if size > OUTPUT_MB << 20:  # more than a child that checked its answer writes
+                os.kill(pid, signal.SIGKILL)
+                break
             chunks.append(chunk)
     finally:
         os.close(read_end)
-        _, status, usage = os.wait4(pid, 0)
+        _, status, _ = os.wait4(pid, 0)
     if timed_out:
         return "over", f"past its wall-clock budget ({wall_s:g} s)"
+    if size > OUTPUT_MB << 20 or os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_OVER_OUTPUT:
+        return "over", f"over its output budget ({OUTPUT_MB} MB)"
     if os.WIFSIGNALED(status):
         signal_number = os.WTERMSIG(status)
-        used = usage.ru_utime + usage.ru_stime
-        if signal_number in (signal.SIGXCPU, signal.SIGKILL) and used >= cpu_s - USAGE_SLACK_S:
+        if signal_number == signal.SIGXCPU:
             return "over", f"over its CPU budget ({cpu_s} s)"
         return "raised", f"the execution's process died of signal {signal.Signals(signal_number).name}"
+    if os.WEXITSTATUS(status) == EXIT_OVER_MEMORY:
+        return "over", f"over its memory budget ({memory_mb} MB)"
     try:
-        payload = json.loads(b"".join(chunks))
+        (kind, value), = json.loads(b"".join(chunks)).items()
     except ValueError:
-        return "raised", f"the execution's process exited ({status}) without a result"
-    (kind, value), = payload.items()
+        return "raised", f"the execution's process exited ({os.WEXITSTATUS(status)}) without a result"
     return kind, value
 
 
@@ -249,21 +265,33 @@ def replay(entry: Mapping[str, Any], steps: Sequence[Sequence[str]]) -> list[str
     return results
 
 
-def check(entry: Mapping[str, Any], decoded: Sequence[Sequence[Sequence[str]]]) -> dict[str, str | bool]:
-    """BFCL's ``multi_turn_checker`` on one question's decoded calls (per turn, per step)."""
+def check(entry: Mapping[str, Any], turns: Sequence[Sequence[str]]) -> dict[str, str | bool]:
+    """BFCL's ``multi_turn_checker`` on one question's responses (per turn, per step), decoded as BFCL's runner
+    decodes them: steps that fail to decode, or decode to no call, are left out."""
     from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
 
     executor_module()
+    decoded = []
+    for turn in turns:
+        steps = []
+        for response in turn:
+            try:
+                calls = decode_execute(response)
+            except ValueError:
+                continue
+            if calls:
+                steps.append(calls)
+        decoded.append(steps)
     category = entry["id"].rsplit("_", 1)[0]
-    result = multi_turn_checker([[list(step) for step in turn] for turn in decoded], entry["ground_truth"],
-                                dict(entry), category, "gdpo_verl")
+    result = multi_turn_checker(decoded, entry["ground_truth"], dict(entry), category, "gdpo_verl")
     return {"valid": bool(result["valid"]), "error_type": str(result.get("error_type", ""))}
 
 
 def judge(entry: Mapping[str, Any], record: Mapping[str, Any]) -> tuple[bool | None, str]:
     """BFCL's verdict on one multi-turn conversation (``{turns: [[step response, ...], ...]}``, and ``error`` or
-    ``undecided`` where it stopped), and its error type; ``None`` when it cannot be decided (an execution past its
-    budget, in the conversation or in the checker's replay of it)."""
+    ``undecided`` where it stopped), and its error type; ``None`` when it cannot be decided: an execution past its
+    budget, in the conversation or in the checker's replay of it, or a checker that failed on the answer. The
+    decoding and the checker run in a ``bounded`` child: nothing an answer holds stops the scoring."""
     if record.get("undecided"):
         return None, f"undecided: {record['undecided']}"
     if record.get("error"):
@@ -274,23 +302,12 @@ def judge(entry: Mapping[str, Any], record: Mapping[str, Any]) -> tuple[bool | N
         raise ValueError(f"multi-turn question {entry['id']}: turns must be lists of response texts")
     if len(turns) != len(entry["ground_truth"]):
         return False, "multi_turn:force_terminated"
-    decoded = []
-    for turn in turns:  # as BFCL's runner: steps that fail to decode, or decode to no call, are left out
-        steps = []
-        for response in turn:
-            try:
-                calls = decode_execute(response)
-            except ValueError:
-                continue
-            if calls:
-                steps.append(calls)
-        decoded.append(steps)
     executor_module()  # imported once here, not in each child
-    kind, value = bounded(check, entry, decoded)
+    kind, value = bounded(check, entry, turns)
     if kind == "over":
         return None, f"undecided: BFCL's checker, replaying the answer, went {value}"
     if kind == "raised":
-        raise ValueError(f"BFCL's checker raised on multi-turn question {entry['id']}: {value}")
+        return None, f"undecided: BFCL's checker failed on the answer: {value}"
     return value["valid"], "" if value["valid"] else value["error_type"]
 
 
@@ -316,7 +333,9 @@ def serve() -> int:
                   file=stdout, flush=True)
             continue
         kind, value = bounded(replay, entry, request["steps"])
-        print(json.dumps({"results" if kind == "ok" else kind: value}), file=stdout, flush=True)
+        answer = {"results": value} if kind == "ok" else {
+            "over": value if kind == "over" else f"failed ({value})"}  # the question's undecided, either way
+        print(json.dumps(answer), file=stdout, flush=True)
     return 0
 
 

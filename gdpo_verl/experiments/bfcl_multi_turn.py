@@ -31,6 +31,9 @@ MULTI_TURN_CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_
 # BFCL's MAXIMUM_STEP_LIMIT (bfcl_eval.constants.default_prompts): a turn's steps that run calls, past which the
 # question is force-terminated.
 MAXIMUM_STEP_LIMIT = 20
+# Wall-clock seconds a question's executions may take together in play (each is bounded by bfcl_execution.WALL_S):
+# BFCL's calls take microseconds, so an honest question takes well under a second of them.
+QUESTION_EXECUTION_S = 60.0
 
 # The handler's user-turn suffix. Its _format_prompt also has a multi-turn wording behind turn_type="multi_turn",
 # but BFCL's OSSHandler calls _format_prompt(messages, function), so the single-turn wording is what it sends.
@@ -71,12 +74,16 @@ def decode_execute(response: str) -> list[str]:
             continue
         if not isinstance(parameters, dict):
             raise ValueError(f"a call's parameters must be an object: {line[:200]!r}")
-        calls.append(f"{name}({', '.join(f'{key}={value!r}' for key, value in parameters.items())})")
+        try:
+            calls.append(f"{name}({', '.join(f'{key}={value!r}' for key, value in parameters.items())})")
+        except RecursionError:  # a value nested nearly as deep as JSON's parser goes: repr goes deeper
+            raise ValueError(f"a call's parameters are nested too deep to write: {line[:200]!r}") from None
     return calls
 
 
 def chat(system: str, messages: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
-    """The handler's [system, user] chat for one step: the dialogue so far as one user message."""
+    """The handler's [system, user] chat for one step: the dialogue so far as one user message, as valid Unicode
+    (``unicode_text``) whatever the model wrote into its calls and their results."""
     user = "**Dialogue Records History**\n"
     for index, message in enumerate(messages):
         if message["role"] == "user":
@@ -88,7 +95,18 @@ def chat(system: str, messages: Sequence[Mapping[str, str]]) -> list[dict[str, s
                 user += AFTER_RESULTS
         elif message["role"] == "assistant":
             user += f"\n{message['content'].strip()}\n"
-    return [{"role": "system", "content": system}, {"role": "user", "content": user.strip()}]
+    return [{"role": "system", "content": unicode_text(system)}, {"role": "user", "content": unicode_text(user.strip())}]
+
+
+def unicode_text(text: str) -> str:
+    """``text`` with every lone surrogate (what JSON's ``\\ud800`` decodes to: plain ASCII a model can write in a
+    call's name, key or value, which BFCL's results then quote) as U+FFFD, the replacement character; a tokenizer
+    refuses a string that holds one."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 class Conversation:
@@ -142,27 +160,37 @@ class Conversation:
 
 
 def run(records: Sequence[Mapping[str, Any]], answer: Callable[[list[Conversation]], list[str | None]],
-        execute: Callable[[str, list[list[str]]], tuple[str, Any]]) -> list[dict[str, Any]]:
+        execute: Callable[[str, list[list[str]]], tuple[str, Any]],
+        done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Every question's conversation, advanced together: ``answer`` gives the model's answers to a batch of
     conversations (a policy: ``generator.greedy`` on their ``prompt()``; ``None`` where the dialogue outgrew the
     model's context), ``execute(id, steps)`` runs the last of a question's steps after the others
-    (``("results", [...])`` or ``("over", why)``)."""
+    (``("results", [...])``, or ``("over", why)``: the question is undecided). ``done`` is given each
+    conversation's record as it ends. A question whose executions took more than ``QUESTION_EXECUTION_S`` together
+    is undecided too: a model that keeps every call just under its budget costs a question at most that, and one
+    execution's ``WALL_S`` more."""
     conversations = [Conversation(record) for record in records]
+    spent = {id(conversation): 0.0 for conversation in conversations}
     while active := [conversation for conversation in conversations if conversation.running]:
         responses = answer(active)
         for conversation, response in zip(active, responses, strict=True):
             if response is None:
                 conversation.stopped = {"error": "the dialogue outgrew the model's context"}
-                continue
-            calls = conversation.answer(response)
-            if not calls:
-                continue
-            kind, value = execute(conversation.record["id"], [*conversation.executed, calls])
-            if kind != "results":
-                conversation.stopped = {"undecided": f"BFCL's execution of step {len(conversation.executed) + 1} "
-                                                     f"went {value}"}
-                continue
-            conversation.observe(calls, value)
+            elif calls := conversation.answer(response):
+                started = time.monotonic()
+                kind, value = execute(conversation.record["id"], [*conversation.executed, calls])
+                spent[id(conversation)] += time.monotonic() - started
+                step = len(conversation.executed) + 1
+                if kind != "results":
+                    conversation.stopped = {"undecided": f"BFCL's execution of step {step}: {value}"}
+                elif spent[id(conversation)] > QUESTION_EXECUTION_S:
+                    conversation.stopped = {"undecided": f"BFCL's executions took {spent[id(conversation)]:.1f} s "
+                                                         f"by step {step}, past the question's budget "
+                                                         f"({QUESTION_EXECUTION_S:g} s)"}
+                else:
+                    conversation.observe(calls, value)
+            if done is not None and not conversation.running:
+                done(conversation.result())
     return [conversation.result() for conversation in conversations]
 
 
@@ -208,7 +236,7 @@ class Executor:
         except BrokenPipeError:
             pass  # it ended: read() says so, with its error output
         (kind, value), = self.read(self.answer_timeout, f"answer on {question}").items()
-        if kind == "raised":
+        if kind == "raised":  # a request it cannot take (an unknown question): this program's error, not the model's
             raise RuntimeError(f"BFCL's executor failed on {question}: {value}")
         return kind, value
 
