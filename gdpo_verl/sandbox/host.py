@@ -80,11 +80,11 @@ def parent(pid: int) -> int | None:
         return None
 
 
-def wants_cpu(root: int) -> bool:
-    """Whether any thread of ``root``'s descendants (``root`` included) is running or waiting for a CPU (state R). Any
-    other state is a wait of the program's choosing (D too: a vfork's parent waits in it for as long as its child
-    likes). A process that ends meanwhile is skipped."""
-    pending, seen = [root], set()
+def schedule_times(root: int) -> dict[int, tuple[int, int]]:
+    """For each thread of ``root``'s descendants (``root`` included): the nanoseconds it ran on a CPU and waited for
+    one, as the kernel counts them (``/proc/PID/task/TID/schedstat``'s first two fields, kept by the scheduler at
+    every switch, whenever it is read). A process that ends meanwhile is skipped."""
+    pending, seen, times = [root], set(), {}
     while pending:
         pid = pending.pop()
         if pid in seen:
@@ -96,14 +96,20 @@ def wants_cpu(root: int) -> bool:
             continue
         for tid in threads:
             try:
-                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as stat:
-                    if stat.read().rsplit(b")", 1)[1].split()[0] == b"R":
-                        return True
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as stat:
+                    ran, waited = stat.read().split()[:2]
+                times[int(tid)] = (int(ran), int(waited))
                 with open(f"/proc/{pid}/task/{tid}/children", "rb") as children:
                     pending += [int(child) for child in children.read().split()]
-            except OSError:
+            except (OSError, ValueError):
                 continue
-    return False
+    return times
+
+
+def has_schedule_times() -> bool:
+    """Whether this kernel keeps each thread's schedule times (``CONFIG_SCHED_INFO``), which a run's own time is
+    read from."""
+    return os.path.exists("/proc/self/schedstat")
 
 
 def processes_of(uid: int) -> list[tuple[int, int]]:
@@ -163,6 +169,20 @@ def memfd(name: str, data: bytes) -> int:
         view = view[os.write(fd, view):]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
+
+
+def input_file(data: bytes) -> int:
+    """A run's stdin: a file in memory holding ``data``, as a descriptor open for reading only (the run cannot
+    change it) and closed on exec (no other run started meanwhile inherits it). A run reads its input at its own
+    pace and never waits on the host for it."""
+    written = os.memfd_create("stdin", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(written, view):]
+        return os.open(f"/proc/self/fd/{written}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(written)
 
 
 def read_all(fd: int) -> bytes:

@@ -76,9 +76,11 @@ def prlimit_command(prlimit: str, limits: dict[str, tuple[int, int]]) -> list[st
 
 
 def popen(command: list[str], uid: int | None, pass_fds: tuple[int, ...], cwd: str | None,
-          env: dict[str, str] | None) -> subprocess.Popen:
+          env: dict[str, str] | None, stdin: int | None = None) -> subprocess.Popen:
+    """``command`` started in a session of its own, as ``uid``; its stdin ``stdin`` (a descriptor; default a pipe),
+    its stdout and stderr pipes."""
     return subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=pass_fds,
+        command, stdin=subprocess.PIPE if stdin is None else stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=pass_fds,
         start_new_session=True, cwd=cwd, env=env, user=uid, group=uid, extra_groups=[] if uid is not None else None,
         bufsize=0,
     )
@@ -177,4 +179,5 @@ class Run:
             if fd is not None:
                 os.close(fd)
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            stream.close()  # unbuffered (bufsize=0): nothing left to flush into a closed pipe
+            if stream is not None:  # a run's stdin is a file it was given, not a pipe of the host's
+                stream.close()  # unbuffered (bufsize=0): nothing left to flush into a closed pipe

@@ -19,7 +19,7 @@ import time
 from gdpo_verl.sandbox import launch, teardown
 from gdpo_verl.sandbox.cgroups import TEARDOWN_S, Cgroups, SlotCgroup
 from gdpo_verl.sandbox.guardian import Guardian
-from gdpo_verl.sandbox.host import TaskCount, bwrap_executable, default_python, memfd, wants_cpu
+from gdpo_verl.sandbox.host import TaskCount, bwrap_executable, default_python, input_file, memfd
 from gdpo_verl.sandbox.image import Image, image_for
 from gdpo_verl.sandbox.launch import Run, Spawned
 from gdpo_verl.sandbox.limits import Limits
@@ -27,7 +27,7 @@ from gdpo_verl.sandbox.outcome import OK, TIMEOUT, UNAVAILABLE, Outcome, Sandbox
 from gdpo_verl.sandbox.policy import seccomp_filter
 from gdpo_verl.sandbox.session import Interpreter, Session
 from gdpo_verl.sandbox.syscalls import AUDIT_ARCH
-from gdpo_verl.sandbox.watch import Output, outcome, pump
+from gdpo_verl.sandbox.watch import Meter, Output, outcome, pump
 
 MODES = ("local", "none")
 ISOLATIONS = ("strict", "relaxed")
@@ -317,19 +317,22 @@ class Sandbox:
                 os.chown(workdir, uid, uid)
             env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
                    "PYTHONIOENCODING": "utf-8"}
-            process = launch.popen([*launch.prlimit_command(self.prlimit, self.rlimits(uid)), self.python, "-I", "-B",
-                                    "main.py", *argv], uid, (), workdir, env)
+            stdin_file = input_file(stdin)
+            try:
+                process = launch.popen([*launch.prlimit_command(self.prlimit, self.rlimits(uid)), self.python, "-I",
+                                        "-B", "main.py", *argv], uid, (), workdir, env, stdin=stdin_file)
+            finally:
+                os.close(stdin_file)
         except (OSError, subprocess.SubprocessError) as error:
             shutil.rmtree(workdir)
             return unavailable(f"could not start a run: {error}", time.monotonic() - started)
         run = Run(process, None, None)
         stopped = None
+        meter = Meter(None, process.pid)
         try:
             out, err = Output(self.limits.output_kb), Output(self.limits.output_kb)
             reads = {process.stdout.fileno(): out, process.stderr.fileno(): err}
-            root = process.pid
-            stopped = pump(self.limits, deadline, reads, lambda: out.ended and err.ended,
-                           feed=(process.stdin, stdin), busy=lambda: wants_cpu(root))
+            stopped = pump(self.limits, deadline, reads, lambda: out.ended and err.ended, meter=meter)
             if stopped is None and not run.reap(max(deadline - time.monotonic(), 0)):
                 stopped = TIMEOUT  # closed its output but kept running
         finally:
@@ -337,5 +340,5 @@ class Sandbox:
             shutil.rmtree(workdir)
         returned = process.returncode
         return outcome(self.limits, 128 - returned if returned is not None and returned < 0 else returned, out.data,
-                       err.data, stopped, cpu, time.monotonic() - started)
+                       err.data, stopped, cpu + meter.host_seconds(), time.monotonic() - started)
 

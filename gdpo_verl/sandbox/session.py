@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 from gdpo_verl.sandbox import teardown
 from gdpo_verl.sandbox.cgroups import TEARDOWN_S
-from gdpo_verl.sandbox.host import read_all, wants_cpu
+from gdpo_verl.sandbox.host import input_file, read_all
 from gdpo_verl.sandbox.launch import Run
 from gdpo_verl.sandbox.limits import Limits
 from gdpo_verl.sandbox.outcome import ERROR, Outcome, unavailable, why
-from gdpo_verl.sandbox.watch import Output, outcome, pump
+from gdpo_verl.sandbox.watch import Meter, Output, outcome, pump
 
 if TYPE_CHECKING:
     from gdpo_verl.sandbox.sandbox import Sandbox
@@ -111,12 +111,6 @@ class Interpreter:
         cgroup = self.bwrap.cgroup
         return (lambda: cgroup.cpu_seconds() - before) if cgroup is not None else None
 
-    def _busy(self):
-        """Whether the sandbox's processes run or wait for a CPU (the interpreter's host pid, once bubblewrap
-        reported it, and its descendants); None before then."""
-        root = self.bwrap.child_pid
-        return (lambda: wants_cpu(root)) if root is not None else None
-
     def wait_ready(self, started: float) -> Outcome | None:
         """Wait (at most ``wall_s``) for the interpreter to have compiled the program: None, or the outcome of every
         run of the session."""
@@ -127,7 +121,7 @@ class Interpreter:
         reads = {self.control.fileno(): answer.append, bwrap.status_fd: bwrap.read_status,
                  bwrap.process.stdout.fileno(): out, bwrap.process.stderr.fileno(): err}
         cpu = self._cpu(bwrap.cpu_before)
-        stopped = pump(limits, started + limits.wall_s, reads, lambda: bool(answer), cpu=cpu)
+        stopped = pump(limits, started + limits.wall_s, reads, lambda: bool(answer), meter=Meter(cpu, None))
         seconds = time.monotonic() - started
         if stopped is None and answer[0] == b"R":
             return None
@@ -152,15 +146,15 @@ class Interpreter:
         limits, cgroup = self.limits, self.bwrap.cgroup
         started = time.monotonic()
         before = cgroup.cpu_seconds() if cgroup is not None else None
-        stdin_read, stdin_write = os.pipe()
-        writer = open(stdin_write, "wb", buffering=0)
+        stdin_read = input_file(stdin)
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
+        root = self.bwrap.child_pid
+        meter = Meter(self._cpu(before), root)  # before the case exists: its threads count from their start
         try:
             socket.send_fds(self.control, [b"A" + b"".join(os.fsencode(argument) + b"\0" for argument in argv)],
                             [stdin_read, out_write, err_write])
         except OSError:  # it has ended
-            writer.close()
             for fd in (out_read, err_read):
                 os.close(fd)
             self.usable = False
@@ -177,8 +171,7 @@ class Interpreter:
         try:
             stopped = pump(limits, started + limits.wall_s, {out_read: out, err_read: err,
                                                              self.control.fileno(): control},
-                           lambda: bool(answer) and out.ended and err.ended, feed=(writer, stdin),
-                           cpu=self._cpu(before), busy=self._busy())
+                           lambda: bool(answer) and out.ended and err.ended, meter=meter)
             if stopped is not None and not answer:
                 try:
                     self.control.send(b"end")  # it kills the run and answers
@@ -200,7 +193,7 @@ class Interpreter:
             code, used, own = _results(answer[0])
             if own > limits.cpu_s / 2:
                 self.usable = False
-            cpu = cgroup.cpu_seconds() - before if cgroup is not None else used
+            cpu = (cgroup.cpu_seconds() - before if cgroup is not None else used) + meter.host_seconds()
             return outcome(limits, code, out.data, err.data, stopped, cpu, seconds)
         # it ended with its run (the OOM killer may take it), or did not answer in time: the run's end is its end
         self.usable = False
@@ -209,7 +202,7 @@ class Interpreter:
             said = read_all(self.bwrap.process.stderr.fileno()).decode("utf-8", "replace").strip()
             return unavailable("the sandbox's interpreter ended without an exit status"
                                + (f": {said[-300:]}" if said else ""), seconds, err.data.decode("utf-8", "replace"))
-        cpu = cgroup.cpu_seconds() - before if cgroup is not None else 0.0
+        cpu = (cgroup.cpu_seconds() - before if cgroup is not None else 0.0) + meter.host_seconds()
         return outcome(limits, code, out.data, err.data, stopped, cpu, seconds)
 
     def stop(self) -> None:

@@ -1,38 +1,51 @@
-"""Watching a run: its input fed and its output read without blocking, until it ends or passes a bound (the wall
-clock, its CPU time, its own time, its output), and the outcome it comes to.
+"""Watching a run: its output read without blocking, until it ends or passes a bound (the wall clock, its CPU time,
+its own time, its output), and the outcome it comes to.
 
-A run's own time is the wall clock less the time it waited for a CPU: sampled every ``POLL_S`` seconds, an interval
-counts as its own when none of its threads was running or waiting for a CPU (``host.wants_cpu``), the host did not
-owe the program input the kernel would take (its stdin pipe not writable, or written whole), and the host was not
-behind reading its output (neither output pipe full). It is bounded by
-``cpu_s``, as its CPU time is: a program that sleeps holds its slot no longer than one that computes, and a program
-slowed by a busy host (waiting for a CPU) is not.
+What a run has used is what the kernel counts (``Meter``), read every ``POLL_S`` seconds on the host's clock; no
+instant the run picks changes the count:
+
+- **its CPU time**: its cgroup's count (every process it ever had), plus this host thread's CPU time spent reading
+  its output (``time.thread_time``): a run that makes the host work, writing a byte at a time (or in packet mode,
+  where each read returns one write), pays for it from its own ``cpu_s``. The host's cost of a run is so bounded by
+  the run's CPU limit, and its memory by ``output_kb`` (kept in one buffer, whatever the size of the reads);
+- **its own time**: the wall clock less the time its threads ran on a CPU or waited for one (each thread's
+  ``schedstat``, ``host.schedule_times``; with a cgroup, its CPU count stands for the time run, so that processes
+  that ended still count), its wait credited up to ``WAIT_CREDIT`` times its CPU time. Bounded by ``cpu_s``, as its
+  CPU time is: a program that sleeps (or blocks, on anything: its stdin is a file, so never on the host) holds its
+  slot no longer than one that computes, and a program slowed by a busy host (waiting for a CPU) is not. A thread
+  that ends takes its wait with it: that only ends the run sooner.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
-import select
 import selectors
 import signal
-import stat
-import struct
-import termios
 import time
 from typing import Callable
 
+from gdpo_verl.sandbox.host import schedule_times
 from gdpo_verl.sandbox.limits import Limits
 from gdpo_verl.sandbox.outcome import ERROR, OK, OUTPUT_LIMIT, TIMEOUT, Outcome, why
 
 # The kernel sends SIGXCPU when a process's own count reaches its limit; a cgroup's count may trail it by a tick.
 CPU_SLACK_S = 0.02
-# How often a run's CPU count and activity are read while it runs: its processes together may not pass cpu_s by
+# How often a run's CPU count and own time are read while it runs: its processes together may not pass cpu_s by
 # more than this times the cores they run on (each also has RLIMIT_CPU).
 POLL_S = 0.1
+# A run's wait for a CPU is the host's doing up to this many times the CPU time it got (what a fair scheduler gives a
+# thread among nine runnable on its CPU); past that, it is the run's own time: a thread at nice 19 among busy ones,
+# or one that makes itself wait for a CPU some other way, is not credited for the waiting it chose.
+WAIT_CREDIT = 8
 CPU_SPENT = "cpu"   # pump: the run was stopped at its CPU limit
 IDLE_SPENT = "own"  # pump: the run was stopped at its own-time limit
-_BLOCK = 65536      # what is read or written at once
+_BLOCK = 65536      # what is read at once
+# Past PACE_AFTER short reads in a run (a stream drained: an honest run has a few), the host waits PACE_S after each
+# before it looks again, so that a run writing a byte at a time wakes it at most 1 / PACE_S times a second, each time
+# for everything written meanwhile; a run that writes faster than the host drains (reads of _BLOCK) is read at once.
+PACE_AFTER = 16
+PACE_S = 0.002
+_TURN = 1 << 20     # what is read of one stream before the others are looked at again
 
 
 class Output:
@@ -40,112 +53,122 @@ class Output:
 
     def __init__(self, kb: int) -> None:
         self.cap = kb * 1024
-        self.chunks: list[bytes] = []
-        self.size = 0
+        self.buffer = bytearray()
         self.ended = False
 
     def __call__(self, block: bytes) -> str | None:
         if not block:
             self.ended = True
             return None
-        self.chunks.append(block)
-        self.size += len(block)
-        return OUTPUT_LIMIT if self.size > self.cap else None
+        self.buffer += block[:self.cap + 1 - len(self.buffer)]
+        return OUTPUT_LIMIT if len(self.buffer) > self.cap else None
 
     @property
     def data(self) -> bytes:
-        return b"".join(self.chunks)[:self.cap]
+        return bytes(self.buffer[:self.cap])
 
 
-def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool], feed: tuple | None = None,
-         cpu: Callable[[], float] | None = None, busy: Callable[[], bool] | None = None) -> str | None:
-    """Feed ``feed`` (a writable file object and the bytes for it, closed once written) and read what comes on
-    ``reads`` (descriptor: a function of each block read, b"" at its end, that returns a reason to stop or None)
-    without blocking, until ``until()`` or a bound: ``TIMEOUT`` at ``deadline``, ``CPU_SPENT`` once ``cpu()`` (the
-    run's CPU seconds) reaches ``cpu_s``, ``IDLE_SPENT`` once its own time does (``busy()``: whether it runs or waits
-    for a CPU), or what a reader returned. ``cpu`` and ``busy`` are read every ``POLL_S`` seconds. The feed is
-    closed in any case."""
-    watched = cpu is not None or busy is not None
+class Meter:
+    """What one run has used since it was made, as the kernel counts it (see the module's docstring). ``cpu``: the
+    run's CPU seconds since its start (its cgroup's count; None without a cgroup); ``root``: the host pid whose
+    descendants are the run's processes (None: its own time is not read)."""
+
+    def __init__(self, cpu: Callable[[], float] | None, root: int | None) -> None:
+        self.cpu, self.root = cpu, root
+        self.started = time.monotonic()
+        self._host_before = time.thread_time()
+        self._threads_before = schedule_times(root) if root is not None else {}
+
+    def host_seconds(self) -> float:
+        """This thread's CPU seconds since the run's start: the host's work for the run, charged to it."""
+        return time.thread_time() - self._host_before
+
+    def cpu_seconds(self) -> float | None:
+        """The run's CPU seconds and the host's for it; None without a cgroup's count."""
+        return None if self.cpu is None else self.cpu() + self.host_seconds()
+
+    def own_seconds(self) -> float | None:
+        """The wall clock since the start less the time the run's threads ran or waited for a CPU."""
+        if self.root is None:
+            return None
+        ran = waited = 0
+        for tid, (run_ns, wait_ns) in schedule_times(self.root).items():
+            before_run, before_wait = self._threads_before.get(tid, (0, 0))
+            if run_ns < before_run or wait_ns < before_wait:  # a thread id used again
+                before_run = before_wait = 0
+            ran, waited = ran + run_ns - before_run, waited + wait_ns - before_wait
+        used = self.cpu() if self.cpu is not None else ran / 1e9
+        return time.monotonic() - self.started - used - min(waited / 1e9, WAIT_CREDIT * used)
+
+
+def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool],
+         meter: Meter | None = None) -> str | None:
+    """Read what comes on ``reads`` (descriptor: a function of each block read, b"" at its end, that returns a
+    reason to stop or None) without blocking, until ``until()`` or a bound: ``TIMEOUT`` at ``deadline``,
+    ``CPU_SPENT`` once the ``meter``'s CPU seconds reach ``cpu_s``, ``IDLE_SPENT`` once its own time does, or what a
+    reader returned. The meter is read every ``POLL_S`` seconds. A readable descriptor is read until it has no more
+    (or ``_TURN`` bytes), and the host's wake-ups are paced (``PACE_S``), so they follow the bytes and the clock, not
+    the writes."""
+    blocking = {fd: os.get_blocking(fd) for fd in reads}
     with selectors.DefaultSelector() as selector:
         for fd in reads:
+            os.set_blocking(fd, False)
             selector.register(fd, selectors.EVENT_READ)
-        writer, data, sent, feeding = None, b"", 0, -1
-        if feed is not None:
-            writer, data = feed
-            if data:
-                feeding = writer.fileno()
-                os.set_blocking(feeding, False)
-                selector.register(feeding, selectors.EVENT_WRITE)
-            else:
-                writer.close()
-        looked, idle = time.monotonic(), 0.0
-        pipes = [fd for fd in reads if watched and stat.S_ISFIFO(os.fstat(fd).st_mode)]  # not the control socket
         try:
-            while not until():
-                now = time.monotonic()
-                left = deadline - now
-                if left <= 0:
-                    return TIMEOUT
-                if watched and now - looked >= POLL_S:
-                    if cpu is not None and cpu() >= limits.cpu_s - CPU_SLACK_S:
-                        return CPU_SPENT  # ended at its CPU limit, in all its processes together
-                    # the host still owes input the kernel would take, or is behind on output the program would
-                    # write (a full pipe it reads)
-                    waiting_on_host = (feeding >= 0 and _writable(feeding)) or any(_full(fd) for fd in pipes)
-                    if busy is not None and not waiting_on_host and not busy():
-                        idle += now - looked
-                        if idle >= limits.cpu_s:
-                            return IDLE_SPENT
-                    looked = now
-                for key, _ in selector.select(timeout=min(left, POLL_S if watched else 0.5)):
-                    if key.fd == feeding:
-                        try:
-                            sent += os.write(key.fd, data[sent:sent + _BLOCK])
-                        except BlockingIOError:  # its pipe is full: the program is not reading
-                            continue
-                        except BrokenPipeError:  # the program stopped reading: the rest of its input is moot
-                            sent = len(data)
-                        if sent >= len(data):
-                            selector.unregister(key.fd)
-                            writer.close()
-                            feeding = -1
-                        continue
-                    try:
-                        block = os.read(key.fd, _BLOCK)
-                    except ConnectionResetError:  # the other end of a socket has gone
-                        block = b""
-                    if not block:
-                        selector.unregister(key.fd)
-                    stop = reads[key.fd](block)
-                    if stop is not None:
-                        return stop
+            return _pump(limits, deadline, reads, until, meter, selector)
         finally:
-            if writer is not None:
-                writer.close()
+            for fd, was in blocking.items():
+                try:
+                    os.set_blocking(fd, was)
+                except OSError:  # closed by its reader
+                    pass
+
+
+def _pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool], meter: Meter | None,
+          selector: selectors.BaseSelector) -> str | None:
+    looked, short_reads = time.monotonic(), 0
+    while not until():
+        now = time.monotonic()
+        left = deadline - now
+        if left <= 0:
+            return TIMEOUT
+        if meter is not None and now - looked >= POLL_S:
+            used, own = meter.cpu_seconds(), meter.own_seconds()
+            if used is not None and used >= limits.cpu_s - CPU_SLACK_S:
+                return CPU_SPENT  # ended at its CPU limit, in all its processes together and the host's work
+            if own is not None and own >= limits.cpu_s:
+                return IDLE_SPENT
+            looked = now
+        paced = False
+        for key, _ in selector.select(timeout=min(left, POLL_S if meter is not None else 0.5)):
+            read = 0
+            while read < _TURN:
+                try:
+                    block = os.read(key.fd, _BLOCK)
+                except BlockingIOError:  # drained
+                    break
+                except ConnectionResetError:  # the other end of a socket has gone
+                    block = b""
+                read += len(block)
+                if 0 < len(block) < _BLOCK:
+                    short_reads += 1
+                    paced = short_reads > PACE_AFTER
+                if not block:
+                    selector.unregister(key.fd)
+                stop = reads[key.fd](block)
+                if stop is not None:
+                    return stop
+                if not block:
+                    break
+        if paced:  # a stream was drained by a short read: what comes next waits for the host's next turn
+            time.sleep(PACE_S)
     return None
-
-
-def _writable(fd: int) -> bool:
-    """Whether the kernel takes a write on the pipe ``fd`` now (poll's POLLOUT: a page of the pipe is free). The
-    program's stdin writable: room the host has not filled yet, the host's doing; not writable: the program is not
-    taking its input, its own choice. Not a count of the bytes queued: a page is freed only once the program has read
-    all of it, so a program that read one byte of a full pipe left it as full to the host as before."""
-    poller = select.poll()
-    poller.register(fd, select.POLLOUT)
-    return bool(poller.poll(0))
-
-
-def _full(fd: int) -> bool:
-    """Whether the pipe ``fd`` is an end of is full: the program's stdout or stderr full, the host is behind reading,
-    and the program waits on it."""
-    queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
-    return queued >= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
 
 
 def outcome(limits: Limits, code: int | None, stdout: bytes, stderr: bytes, stopped: str | None, cpu: float,
             seconds: float) -> Outcome:
     """A run's outcome from the program's exit code (128 + the signal when killed), its output, what the host
-    stopped it for, and its CPU time."""
+    stopped it for, and its CPU time (the host's work for it included, ``Meter``)."""
     out, err = stdout.decode("utf-8", "replace"), stderr[-4000:].decode("utf-8", "replace")
     if stopped == TIMEOUT:
         return Outcome(TIMEOUT, None, out, err, seconds, f"still running after {limits.wall_s:g} s")
@@ -153,9 +176,9 @@ def outcome(limits: Limits, code: int | None, stdout: bytes, stderr: bytes, stop
         return Outcome(OUTPUT_LIMIT, None, out, err, seconds, f"wrote more than {limits.output_kb} KB")
     if stopped == IDLE_SPENT:
         return Outcome(TIMEOUT, None, out, err, seconds,
-                       f"spent {limits.cpu_s} s of its own time (wall clock not waiting for a CPU), the limit, "
-                       f"in {seconds:.2f} s")
-    if cpu >= limits.cpu_s - CPU_SLACK_S:
+                       f"spent {limits.cpu_s} s of its own time (wall clock neither running nor waiting for a CPU, "
+                       f"as the kernel counts it), the limit, in {seconds:.2f} s")
+    if stopped == CPU_SPENT or cpu >= limits.cpu_s - CPU_SLACK_S:
         # measured here, whatever the program did on the way (caught SIGXCPU and exited 0, spread its work over
         # processes of its own): past its CPU limit, a run is out of time
         return Outcome(TIMEOUT, None, out, err, seconds, f"used {cpu:.2f} s of CPU; the limit is {limits.cpu_s} s")

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 
 from gdpo_verl.sandbox import fusion as sandbox_fusion
 from gdpo_verl.rewards.coding import CodingReward
-from gdpo_verl.sandbox import SandboxUnavailable
-from tests.fusion_server import FusionServer
+from gdpo_verl.sandbox import UNAVAILABLE, Limits, SandboxUnavailable
+from tests.fusion_server import PRINTED_1, FusionServer
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the stand-in server runs programs under bubblewrap")
 
@@ -108,6 +109,7 @@ def test_a_busy_server_is_asked_again_and_a_server_that_stays_down_is_verify_fai
         ({"status": "Success", "run_result": {"status": "Finished", "return_code": 1}}, "with status 'Success'"),
         ({"status": "Failed", "compile_result": {"status": "Error"}}, "Sandbox Fusion gave no run result"),
         ([1, 2], "not a run_code result"),
+        ("deep", "RecursionError"),  # an answer that cannot be read: verify_failed, and the reward raises nothing
     ],
 )
 def test_an_answer_that_is_not_a_judgement_is_verify_failed_never_a_wrong_answer(reward, server, caplog, answer, why):
@@ -169,21 +171,85 @@ def test_a_misconfigured_remote_sandbox_is_refused_before_any_program_runs(optio
 
 
 def test_a_server_that_does_not_answer_in_time_costs_one_try_not_three(monkeypatch):
-    # a connect that times out (urllib wraps it in URLError) is not asked again, as a read that times out is not:
-    # a server that swallows requests would otherwise hold each test case for three request timeouts. (urlopen is
-    # replaced here: a timeout cannot be made to happen on demand on this machine.)
-    import urllib.error
+    # a connect that times out is not asked again, as an answer that does not come in time is not: a server that
+    # swallows requests would otherwise hold each test case for three tries. (The connect is replaced here: a
+    # connect timeout cannot be made to happen on demand on this machine.)
+    left = []
 
-    from gdpo_verl.sandbox import Limits
+    def never_connects(host, port, deadline, tls):
+        left.append(deadline - time.monotonic())
+        raise TimeoutError("timed out")
 
-    calls = []
-
-    def never_answers(request, timeout):
-        calls.append(timeout)
-        raise urllib.error.URLError(TimeoutError("timed out"))
-
-    monkeypatch.setattr(sandbox_fusion.urllib.request, "urlopen", never_answers)
+    monkeypatch.setattr(sandbox_fusion, "_connect", never_connects)
     fusion = sandbox_fusion.FusionSandbox(sandbox_fusion.FusionSettings("http://10.0.0.1:1/run_code"), Limits(wall_s=4))
     outcome = fusion.run("print(1)", "")
-    assert (outcome.status, calls) == ("unavailable", [4 + sandbox_fusion.REQUEST_SLACK_S])
-    assert "no answer from http://10.0.0.1:1/run_code within 64 s" in outcome.why
+    assert (outcome.status, len(left)) == (UNAVAILABLE, 1) and 63 < left[0] <= 4 + sandbox_fusion.REQUEST_SLACK_S
+    assert "Sandbox Fusion at http://10.0.0.1:1/run_code did not answer within 64 s" in outcome.why
+
+
+def fusion_at(server, wall_s=4.0):
+    return sandbox_fusion.FusionSandbox(sandbox_fusion.FusionSettings(server.url), Limits(wall_s=wall_s))
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        # JSON nested 1,000 deep, past the interpreter's recursion limit
+        ("deep", "RecursionError: maximum recursion depth exceeded"),
+        # an integer of 5,000 digits, past Python's limit on converting one
+        ("digits", "ValueError: Exceeds the limit (4300 digits) for integer string conversion"),
+        # a Content-Length of a Unicode digit, which str.isdigit takes for one and int refuses
+        ("length²", "ValueError: its Content-Length '²' is not a number of bytes"),
+        ("not json", "JSONDecodeError: Expecting value: line 1 column 1 (char 0); it began b'<html>"),
+        ([1, 2], "TypeError: the answer is an array, not a run_code result (an object)"),
+        ("Success", "TypeError: the answer is a string, not a run_code result (an object)"),
+        ({"status": ["Success"]}, "TypeError: status is an array, not a string or null"),
+        ({"status": "SandboxError", "message": {"pod": "lost"}}, "TypeError: message is an object, not a string"),
+        ({"status": "Success", "run_result": "Finished"}, "TypeError: run_result is a string, not an object or null"),
+        # fields of other types that would otherwise have been taken for output: a number or a list printed
+        ({"status": "Success", "run_result": {"status": "Finished", "return_code": 0, "stdout": 1}},
+         "TypeError: run_result.stdout is a whole number, not a string or null"),
+        ({"status": "Success", "run_result": {"status": "Finished", "return_code": 0, "stdout": ["1\n"]}},
+         "TypeError: run_result.stdout is an array, not a string or null"),
+        ({"status": "Failed", "run_result": {"status": "Finished", "return_code": 0, "stderr": {"line": 1}}},
+         "TypeError: run_result.stderr is an object, not a string or null"),
+        # an exit code of true, a fraction or out of range, which would otherwise have been taken for a crash
+        ({"status": "Failed", "run_result": {"status": "Finished", "return_code": True, "stdout": ""}},
+         "TypeError: run_result.return_code is true or false, not a whole number or null"),
+        ({"status": "Failed", "run_result": {"status": "Finished", "return_code": 1.5, "stdout": ""}},
+         "TypeError: run_result.return_code is a number, not a whole number or null"),
+        ({"status": "Failed", "run_result": {"status": "Finished", "return_code": -10**300, "stdout": ""}},
+         "ValueError: run_result.return_code is not an exit code (-255 to 255)"),
+        ({"status": "Failed", "compile_result": {"status": "Finished", "return_code": 1, "stderr": 7}},
+         "TypeError: compile_result.stderr is a whole number, not a string or null"),
+    ],
+)
+def test_an_answer_that_cannot_be_read_is_unavailable_naming_what_was_wrong_and_raises_nothing(server, answer, why):
+    server.faults.append(answer)
+    before = len(server.requests)
+    outcome = fusion_at(server).run("print(1)", "")  # returns: nothing the server answers makes it raise
+    assert (outcome.status, outcome.exit_code, outcome.stdout) == (UNAVAILABLE, None, "")
+    assert outcome.why.startswith(f"{server.url} gave an answer this client cannot read: ") and why in outcome.why
+    assert len(server.requests) == before + 1  # a malformed answer is not asked for again
+
+
+@pytest.mark.parametrize("fault", ["drip", "drip status"])
+def test_a_server_that_drips_its_answer_ends_the_try_at_its_deadline(server, monkeypatch, fault):
+    # one byte every 0.3 s, forever: each read is within the socket's timeout, so only a deadline on the whole try
+    # (wall_s + REQUEST_SLACK_S, here 1 + 0.5 s) ends it; whether the body drips or the status line itself
+    monkeypatch.setattr(sandbox_fusion, "REQUEST_SLACK_S", 0.5)
+    server.faults.append(fault)
+    before = len(server.requests)
+    started = time.monotonic()
+    outcome = fusion_at(server, wall_s=1).run("print(1)", "")
+    took = time.monotonic() - started
+    assert (outcome.status, outcome.why) == (UNAVAILABLE, f"Sandbox Fusion at {server.url} did not answer within 1.5 s")
+    assert 1.4 < outcome.seconds <= took < 1.5 + 0.5
+    assert len(server.requests) == before + 1  # a try that ran out its own time is not repeated
+
+
+def test_an_answer_with_every_field_run_code_gives_is_read(server):
+    # the checks of the fields' types take what the server gives: nulls, and fields this client does not read
+    server.faults.append(PRINTED_1)
+    outcome = fusion_at(server).run("print(1)", "")
+    assert (outcome.status, outcome.exit_code, outcome.stdout) == ("ok", 0, "1\n")

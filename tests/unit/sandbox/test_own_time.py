@@ -11,6 +11,7 @@ import time
 import pytest
 
 from gdpo_verl.sandbox import OK, TIMEOUT, Limits, Sandbox
+from gdpo_verl.sandbox.host import schedule_times
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap runs on Linux only")
 
@@ -132,3 +133,94 @@ def test_a_program_that_writes_a_pipe_s_worth_of_output_between_sleeps_is_out_of
     finally:
         sandbox.close()
     assert outcome.status == TIMEOUT and "of its own time" in outcome.why, outcome
+
+
+BLIPS = """
+import os, time
+end = time.monotonic() + 3.5
+while time.monotonic() < end:
+    os.write(2, b".")
+    spin = time.monotonic() + 0.006
+    while time.monotonic() < spin:
+        pass
+    time.sleep(0.08)
+print(input())
+"""
+
+
+def test_a_program_that_picks_when_the_host_looks_is_out_of_time_at_cpu_s():
+    # Before (an adversarial pass): the host looked at whether the run wanted a CPU when its loop turned, which a write
+    # turns; a byte written every 80 ms with 6 ms of spin after it was always seen running, and a 3.5 s sleep per case
+    # passed 3 of 3 at cpu_s 1. Its own time is now what the kernel counts of its threads, read on the host's clock.
+    sandbox = Sandbox("local", LIMITS)
+    try:
+        with sandbox.session(BLIPS) as session:
+            outcomes = [session.run(f"{case}\n") for case in range(3)]
+    finally:
+        sandbox.close()
+    assert [outcome.status for outcome in outcomes] == [TIMEOUT] * 3, outcomes
+    assert all("of its own time" in outcome.why and outcome.seconds < 2.5 for outcome in outcomes), outcomes
+
+
+PACKETS = """
+import fcntl, os, time
+fcntl.fcntl(1, fcntl.F_SETFL, fcntl.fcntl(1, fcntl.F_GETFL) | os.O_DIRECT)  # packet mode: a read returns one write
+while time.process_time() < 1.6:
+    for _ in range(1000):
+        os.write(1, b"x")
+os.write(2, b"finished")
+"""
+
+
+def test_the_hosts_work_reading_a_run_in_one_byte_writes_is_bounded_by_the_run():
+    # Before (an adversarial pass): in packet mode every read of the host returned one byte, and the reward worker
+    # spent about a CPU-second per CPU-second of the run, outside every limit of it (1.7 CPU-s for a cpu_s 2 run). The
+    # host now drains a stream and then waits for its next turn (watch.PACE_S), and what it spends is charged to the
+    # run's CPU time: here the run, its 16-packet pipe full between the host's turns, spends its own time waiting
+    # (0.3 CPU-s of the host, measured).
+    limits = Limits(wall_s=20, cpu_s=2, memory_mb=256, processes=8, file_mb=4, output_kb=65536)
+    sandbox = Sandbox("local", limits)
+    try:
+        sandbox.run("print(1)", "")  # the sandbox's start, outside what is measured
+        host = time.thread_time()
+        outcome = sandbox.run(PACKETS, "")
+        host = time.thread_time() - host
+    finally:
+        sandbox.close()
+    assert outcome.status == TIMEOUT and "finished" not in outcome.stderr, outcome
+    assert host < limits.cpu_s / 2, f"the host spent {host:.2f} s of CPU on a run of cpu_s {limits.cpu_s}"
+
+
+def test_the_hosts_work_for_a_run_counts_toward_its_cpu_limit():
+    from gdpo_verl.sandbox.watch import Meter
+
+    meter = Meter(lambda: 0.5, None)
+    spin = time.thread_time() + 0.2
+    while time.thread_time() < spin:
+        pass
+    assert meter.cpu_seconds() >= 0.7 and meter.host_seconds() >= 0.2
+
+
+def test_waiting_for_a_cpu_the_run_chose_is_its_own_time():
+    # A thread at nice 19 beside three busy ones on its CPU (one session, one autogroup: the sandbox's own autogroup
+    # hides a run's niceness from other sessions, so the program is a plain process here, watched by the same
+    # meter) is runnable all along and gets almost no CPU: counted as waiting, it would hold its slot for wall_s.
+    # Waiting is credited up to WAIT_CREDIT times the CPU time the run got.
+    from gdpo_verl.sandbox.watch import Meter
+
+    cpu = min(os.sched_getaffinity(0))
+    pin = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", pin + "while True:\n    pass"]) for _ in range(3)]
+    spinner = subprocess.Popen([sys.executable, "-c", pin + "os.nice(19)\nwhile True:\n    pass"])
+    try:
+        time.sleep(0.5)  # started and niced
+        meter = Meter(None, spinner.pid)
+        time.sleep(1.5)
+        own = meter.own_seconds()
+        ran, waited = map(sum, zip(*schedule_times(spinner.pid).values()))
+    finally:
+        for process in (*hogs, spinner):
+            process.kill()
+            process.wait()
+    assert waited / 1e9 > 1.0, f"the spinner waited {waited / 1e9:.2f} s: the test proves nothing"
+    assert own > 0.5, f"its own time was {own:.2f} s of 1.5 s (it ran {ran / 1e9:.2f} s)"
