@@ -19,7 +19,8 @@ import time
 from gdpo_verl.sandbox import launch, teardown
 from gdpo_verl.sandbox.cgroups import TEARDOWN_S, Cgroups, SlotCgroup
 from gdpo_verl.sandbox.guardian import Guardian
-from gdpo_verl.sandbox.host import TaskCount, bwrap_executable, default_python, input_file, memfd
+from gdpo_verl.sandbox.host import (TaskCount, bwrap_executable, default_python, has_schedule_times, input_file,
+                                   memfd)
 from gdpo_verl.sandbox.image import Image, image_for
 from gdpo_verl.sandbox.launch import Run, Spawned
 from gdpo_verl.sandbox.limits import Limits
@@ -109,6 +110,11 @@ class Sandbox:
             raise refused(refusal)
         if self.prlimit is None:
             raise refused("no prlimit on PATH (it sets the limits); install util-linux.")
+        if not has_schedule_times():
+            raise refused("this kernel keeps no schedule times per thread (/proc/self/schedstat: CONFIG_SCHED_INFO), "
+                          "which a run's own time is read from (docs/coding.md, how a response's slot time is "
+                          "bounded); run the coding reward's workers on a kernel built with it (every major "
+                          "distribution's is).")
         if self.mode == "local":
             if sys.platform != "linux" or self.machine not in AUDIT_ARCH:
                 raise refused(f"the sandbox runs on Linux x86_64 and aarch64 only ({sys.platform} {self.machine}); "

@@ -241,6 +241,20 @@ def test_a_node_whose_sandbox_cannot_start_is_named_with_the_fix():
     folder.cleanup()
 
 
+def test_a_kernel_without_schedule_times_is_refused_before_a_run(monkeypatch):
+    # a stand-in for a kernel built without CONFIG_SCHED_INFO: every run's own time would read as its wall clock
+    from gdpo_verl.sandbox import sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module, "has_schedule_times", lambda: False)
+    for mode in ("local", "none"):
+        sandbox = Sandbox(mode, LIMITS)
+        try:
+            with pytest.raises(SandboxUnavailable, match=r"no schedule times per thread \(/proc/self/schedstat"):
+                sandbox.check()
+        finally:
+            sandbox.close()
+
+
 def test_without_a_sandbox_the_limits_still_hold_when_opted_in():
     plain = Sandbox("none", LIMITS)
     plain.check()
