@@ -16,7 +16,7 @@ each, for a quick look; score those with ``score --partial``). ``generate`` writ
 (id, category, and the response, or a multi-turn question's turns of responses) as each is made, so that a run
 that fails keeps what it made (``--resume`` generates the rest); ``score`` prints a markdown table
 and writes ``bfcl_scores.json`` (per run: accuracy per category and summary, BFCL's error types counted, and the
-multi-turn questions that could not be decided). Exit code 2 on bad arguments or input.
+questions that could not be decided, with why). Exit code 2 on bad arguments or input.
 """
 
 from __future__ import annotations
