@@ -166,7 +166,8 @@ def bounded(function: Callable[..., Any], *args: Any, cpu_s: int = CPU_S, memory
             wall_s: float = WALL_S) -> tuple[str, Any]:
     """``function(*args)`` in a forked child under ``RLIMIT_CPU`` (``cpu_s``) and ``RLIMIT_AS`` (``memory_mb`` over
     the child's start), killed at ``wall_s``: ``("ok", its JSON-able value)``, ``("over", why)`` past a budget,
-    or ``("raised", what)`` when it raised or died otherwise.
+    or ``("raised", what)`` when it raised or died otherwise. What the child prints is dropped: its answer is the
+    pipe's.
 
     Which budget ended it is what the kernel reports, never a usage read back: the wall clock is this process's
     kill; the CPU budget is the kernel's ``SIGXCPU`` at the soft limit (nothing in the child handles it: the model's
@@ -179,6 +180,9 @@ def bounded(function: Callable[..., Any], *args: Any, cpu_s: int = CPU_S, memory
         code = EXIT_RAISED
         try:
             os.close(read_end)
+            quiet = os.open(os.devnull, os.O_WRONLY)  # what it prints (BFCL's, or the warnings compiling a call
+            os.dup2(quiet, 1)                         # emits: 200 a call, replayed every later step) goes nowhere
+            os.dup2(quiet, 2)
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU's default action dumps a core
             resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
             with open("/proc/self/statm") as statm:

@@ -189,8 +189,10 @@ def run(records: Sequence[Mapping[str, Any]], answer: Callable[[list[Conversatio
                                                          f"({QUESTION_EXECUTION_S:g} s)"}
                 else:
                     conversation.observe(calls, value)
-            if done is not None and not conversation.running:
-                done(conversation.result())
+            if not conversation.running:
+                conversation.messages = []  # its dialogue is no longer needed (a result may be megabytes)
+                if done is not None:
+                    done(conversation.result())
     return [conversation.result() for conversation in conversations]
 
 

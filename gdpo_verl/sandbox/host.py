@@ -112,8 +112,8 @@ def has_schedule_times() -> bool:
     return os.path.exists("/proc/self/schedstat")
 
 
-def processes_of(uid: int) -> list[tuple[int, int]]:
-    """(pid, threads) of every process of ``uid``."""
+def processes_of(uid: int, live: bool = False) -> list[tuple[int, int]]:
+    """(pid, threads) of every process of ``uid`` (``live``: but zombies, which hold nothing but their pid)."""
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -123,19 +123,28 @@ def processes_of(uid: int) -> list[tuple[int, int]]:
                 fields = dict(line.split(b":", 1) for line in status.read().splitlines() if b":" in line)
         except OSError:  # ended meanwhile
             continue
-        if int(fields[b"Uid"].split()[0]) == uid:
+        if int(fields[b"Uid"].split()[0]) == uid and not (live and fields[b"State"].split()[0] == b"Z"):
             found.append((int(entry.name), int(fields[b"Threads"])))
     return found
 
 
-def kill_user(uid: int) -> None:
+def kill_user(uid: int, timeout: float = 10.0) -> None:
+    """Kill every process of ``uid``, scan after scan until one finds none alive: a process that forks a new pid
+    between two scans (its parent exiting) is found by the next, and every scan kills the parents of the next one's
+    processes. RuntimeError past ``timeout`` seconds."""
     import signal
 
-    for pid, _ in processes_of(uid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    deadline = time.monotonic() + timeout
+    while found := processes_of(uid, live=True):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes of the sandbox's user id {uid} still run {timeout:g} s after it was "
+                               f"swept: {[pid for pid, _ in found][:10]}")
+        for pid, _ in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.001)  # a killed process takes a moment to die
 
 
 class TaskCount:
@@ -172,14 +181,18 @@ def memfd(name: str, data: bytes) -> int:
 
 
 def input_file(data: bytes) -> int:
-    """A run's stdin: a file in memory holding ``data``, as a descriptor open for reading only (the run cannot
-    change it) and closed on exec (no other run started meanwhile inherits it). A run reads its input at its own
-    pace and never waits on the host for it."""
-    written = os.memfd_create("stdin", os.MFD_CLOEXEC)
+    """A run's stdin: a file in memory holding ``data``, sealed against writing, growing and shrinking (the kernel
+    refuses any change, whoever opens it again), as a descriptor open for reading only and closed on exec (no other
+    run started meanwhile inherits it). A run reads its input at its own pace and never waits on the host for it."""
+    import fcntl
+
+    written = os.memfd_create("stdin", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(written, view):]
+        fcntl.fcntl(written, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
         return os.open(f"/proc/self/fd/{written}", os.O_RDONLY | os.O_CLOEXEC)
     finally:
         os.close(written)

@@ -28,7 +28,7 @@ from gdpo_verl.sandbox.outcome import OK, TIMEOUT, UNAVAILABLE, Outcome, Sandbox
 from gdpo_verl.sandbox.policy import seccomp_filter
 from gdpo_verl.sandbox.session import Interpreter, Session
 from gdpo_verl.sandbox.syscalls import AUDIT_ARCH
-from gdpo_verl.sandbox.watch import Meter, Output, outcome, pump
+from gdpo_verl.sandbox.watch import POLL_S, Meter, Output, outcome, past_a_bound, pump
 
 MODES = ("local", "none")
 ISOLATIONS = ("strict", "relaxed")
@@ -339,8 +339,8 @@ class Sandbox:
             out, err = Output(self.limits.output_kb), Output(self.limits.output_kb)
             reads = {process.stdout.fileno(): out, process.stderr.fileno(): err}
             stopped = pump(self.limits, deadline, reads, lambda: out.ended and err.ended, meter=meter)
-            if stopped is None and not run.reap(max(deadline - time.monotonic(), 0)):
-                stopped = TIMEOUT  # closed its output but kept running
+            while stopped is None and not run.reap(POLL_S):  # it closed its output and runs on: the same bounds
+                stopped = past_a_bound(self.limits, deadline, meter)
         finally:
             cpu = teardown.end(run, uid, stopped_by_host=not run.exited, sandboxed=False)
             shutil.rmtree(workdir)

@@ -8,12 +8,12 @@ instant the run picks changes the count:
   its output (``time.thread_time``): a run that makes the host work, writing a byte at a time (or in packet mode,
   where each read returns one write), pays for it from its own ``cpu_s``. The host's cost of a run is so bounded by
   the run's CPU limit, and its memory by ``output_kb`` (kept in one buffer, whatever the size of the reads);
-- **its own time**: the wall clock less the time its threads ran on a CPU or waited for one (each thread's
-  ``schedstat``, ``host.schedule_times``; with a cgroup, its CPU count stands for the time run, so that processes
-  that ended still count), its wait credited up to ``WAIT_CREDIT`` times its CPU time. Bounded by ``cpu_s``, as its
-  CPU time is: a program that sleeps (or blocks, on anything: its stdin is a file, so never on the host) holds its
+- **its own time**: the wall clock less the time it was on a CPU or waiting for one: the longest that one of its
+  threads was (each thread's ``schedstat``, ``host.schedule_times``; its wait credited up to ``WAIT_CREDIT`` times
+  its time run), or its CPU time (with a cgroup, its count, so that processes that ended still count), whichever is
+  more. Bounded by ``cpu_s``, as its CPU time is: a program that sleeps (or blocks, on anything: its stdin is a file, so never on the host) holds its
   slot no longer than one that computes, and a program slowed by a busy host (waiting for a CPU) is not. A thread
-  that ends takes its wait with it: that only ends the run sooner.
+  that ends takes its time with it: that only ends the run sooner.
 """
 
 from __future__ import annotations
@@ -88,17 +88,35 @@ class Meter:
         return None if self.cpu is None else self.cpu() + self.host_seconds()
 
     def own_seconds(self) -> float | None:
-        """The wall clock since the start less the time the run's threads ran or waited for a CPU."""
+        """The wall clock since the start less the time the run was on a CPU or waiting for one: the longest that
+        any one of its threads was (its time run, and its wait up to ``WAIT_CREDIT`` times that), or its CPU time,
+        whichever is more. Not the sum over threads: threads that wake each other, or nap a hundred microseconds at
+        a time, wait for the CPUs the run's own threads hold, and a sum of those waits (2.5 times their CPU time,
+        measured) covered a run asleep for three times ``cpu_s``."""
         if self.root is None:
             return None
-        ran = waited = 0
+        ran = longest = 0
         for tid, (run_ns, wait_ns) in schedule_times(self.root).items():
             before_run, before_wait = self._threads_before.get(tid, (0, 0))
             if run_ns < before_run or wait_ns < before_wait:  # a thread id used again
                 before_run = before_wait = 0
-            ran, waited = ran + run_ns - before_run, waited + wait_ns - before_wait
+            run_ns, wait_ns = run_ns - before_run, wait_ns - before_wait
+            ran += run_ns
+            longest = max(longest, run_ns + min(wait_ns, WAIT_CREDIT * run_ns))
         used = self.cpu() if self.cpu is not None else ran / 1e9
-        return time.monotonic() - self.started - used - min(waited / 1e9, WAIT_CREDIT * used)
+        return time.monotonic() - self.started - max(used, longest / 1e9)
+
+
+def past_a_bound(limits: Limits, deadline: float, meter: Meter) -> str | None:
+    """The bound a run has reached (``TIMEOUT``, ``CPU_SPENT``, ``IDLE_SPENT``), or None."""
+    if time.monotonic() >= deadline:
+        return TIMEOUT
+    used, own = meter.cpu_seconds(), meter.own_seconds()
+    if used is not None and used >= limits.cpu_s - CPU_SLACK_S:
+        return CPU_SPENT  # ended at its CPU limit, in all its processes together and the host's work
+    if own is not None and own >= limits.cpu_s:
+        return IDLE_SPENT
+    return None
 
 
 def pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool],
@@ -133,11 +151,9 @@ def _pump(limits: Limits, deadline: float, reads: dict, until: Callable[[], bool
         if left <= 0:
             return TIMEOUT
         if meter is not None and now - looked >= POLL_S:
-            used, own = meter.cpu_seconds(), meter.own_seconds()
-            if used is not None and used >= limits.cpu_s - CPU_SLACK_S:
-                return CPU_SPENT  # ended at its CPU limit, in all its processes together and the host's work
-            if own is not None and own >= limits.cpu_s:
-                return IDLE_SPENT
+            spent = past_a_bound(limits, deadline, meter)
+            if spent is not None:
+                return spent
             looked = now
         paced = False
         for key, _ in selector.select(timeout=min(left, POLL_S if meter is not None else 0.5)):

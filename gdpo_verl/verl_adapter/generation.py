@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -76,7 +77,7 @@ class ChatGenerator:
 
         texts = [self.tokenizer.apply_chat_template(list(chat), add_generation_prompt=True, tokenize=False)
                  for chat in chats]
-        room = [self.context - len(self.tokenizer(text)["input_ids"]) for text in texts]
+        room = [self.room(text) for text in texts]
         fits = [index for index, left in enumerate(room) if left > 0]
         outputs = self.llm.generate(
             [texts[index] for index in fits],
@@ -86,3 +87,17 @@ class ChatGenerator:
         for index, output in zip(fits, outputs, strict=True):
             answers[index] = output.outputs[0].text
         return answers
+
+    def room(self, text: str) -> int:
+        """Tokens the context leaves an answer after ``text`` (0 or less: none). A text longer than the context
+        times the most characters one token stands for cannot fit, and is not tokenized: a model's calls can make
+        a result (and so the next prompt) of megabytes, which would cost seconds and gigabytes to tokenize."""
+        if len(text) > self.context * self.max_token_chars:
+            return 0
+        return self.context - len(self.tokenizer(text)["input_ids"])
+
+    @functools.cached_property
+    def max_token_chars(self) -> int:
+        """The most characters one token of the vocabulary decodes to, and one more (a lone token's decoding may
+        drop the space it begins with)."""
+        return 1 + max(len(self.tokenizer.decode([token])) for token in range(len(self.tokenizer)))

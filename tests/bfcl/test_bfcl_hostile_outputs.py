@@ -166,3 +166,58 @@ def test_a_question_whose_executions_take_too_long_together_is_undecided(monkeyp
                                   lambda conversations: [always] * len(conversations), slow)
     assert played["undecided"].startswith("BFCL's executions took 0.2")
     assert played["undecided"].endswith("s by step 3, past the question's budget (0.2 s)")
+
+
+def test_what_an_execution_prints_does_not_reach_the_executors_error_output(executor):
+    """A call that compiles with 200 SyntaxWarnings, replayed by every later step's child: 126 MB of the
+    executor's error output (a temporary file on the host's disk) for one question of 140 steps."""
+    call = "x(" + "1 is 1," * 200 + ")"
+    before = os.fstat(executor.errors.fileno()).st_size
+    for steps in range(1, 4):
+        kind, _ = executor("multi_turn_base_0", [[call]] * steps)
+        assert kind == "results"
+    assert os.fstat(executor.errors.fileno()).st_size - before < 1000
+
+
+class CountingTokenizer:
+    """A tokenizer of 100 tokens of at most 5 characters, which counts the characters it is asked to tokenize."""
+
+    def __init__(self):
+        self.tokenized = 0
+
+    def __len__(self):
+        return 100
+
+    def decode(self, tokens):
+        return "x" * (tokens[0] % 5)
+
+    def __call__(self, text):
+        self.tokenized += len(text)
+        return {"input_ids": text.split()}
+
+
+def test_a_prompt_too_long_for_any_tokenization_is_refused_without_tokenizing_it():
+    """A model's calls can make one result, and so the next prompt, of 15 MB (a directory tree copied into itself,
+    then listed): tokenized, 5 CPU-s and a gigabyte each. A text of more characters than the context times the
+    longest token cannot fit. (The engine is not started: vLLM is not in BFCL's environment; the room is the
+    generator's own arithmetic.)"""
+    from gdpo_verl.verl_adapter.generation import ChatGenerator
+
+    generator = object.__new__(ChatGenerator)
+    generator.tokenizer, generator.context = CountingTokenizer(), 1000
+    assert generator.max_token_chars == 5
+    assert generator.room("a b c") == 997 and generator.tokenizer.tokenized == 5
+    assert generator.room("y" * 5001) <= 0 and generator.tokenizer.tokenized == 5
+    assert generator.room("y " * 2500) == 1000 - 2500  # within the characters' bound: tokenized, and too long
+
+
+def test_a_conversation_that_ended_lets_go_of_its_dialogue(executor):
+    entry = bfcl.load_category("multi_turn_base")[0]
+    conversations = []
+
+    def policy(active):
+        conversations.extend(conversation for conversation in active if conversation not in conversations)
+        return [None] * len(active)  # the dialogue outgrew the context at once
+
+    bfcl_multi_turn.run([bfcl.multi_turn_record(entry, "multi_turn_base")], policy, executor)
+    assert conversations and all(conversation.messages == [] for conversation in conversations)

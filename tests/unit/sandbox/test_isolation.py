@@ -269,6 +269,48 @@ def test_without_a_sandbox_the_limits_still_hold_when_opted_in():
     assert plain.run("while True:\n    pass", "").status in (TIMEOUT, ERROR)
     assert plain.run("import sys\nsys.stdout.write('x' * 2**30)", "").status in (OUTPUT_LIMIT, ERROR)
     assert plain.run("x = bytearray(2**30)", "").status == ERROR
+    # Before (an adversarial pass): once its output was closed the run was waited for up to wall_s, with no look at
+    # its own time: a program that printed its answer, closed its output and slept 7.5 s came back ok
+    started = time.monotonic()
+    closed = plain.run("import os, time\nprint('answer', flush=True)\nos.close(1)\nos.close(2)\ntime.sleep(7.5)", "")
+    assert closed.status == TIMEOUT and "of its own time" in closed.why, closed
+    assert time.monotonic() - started < 2 * LIMITS.cpu_s + 1
+    # its stdin reopened for writing (its inode any user may open): the kernel's seals refuse the write
+    rewrite = "import os\ntry:\n    os.write(os.open('/proc/self/fd/0', os.O_RDWR), b'X')\nexcept OSError as e:\n" \
+              "    print(e.errno)\nprint(input())"
+    assert plain.run(rewrite, "abc\n").stdout == "1\nabc\n"
+
+
+CHAIN_FORK = """
+import os, time
+start = time.monotonic()
+if os.fork() == 0:
+    os.setsid()
+    while time.monotonic() - start < 0.3:  # a new pid every moment: its parent exits
+        try:
+            pid = os.fork()
+        except OSError:
+            continue
+        if pid:
+            os._exit(0)
+    time.sleep(30)
+    os._exit(0)
+print("answer")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="user ids of their own are given only when this process is root")
+def test_without_a_sandbox_a_process_that_keeps_moving_to_a_new_pid_is_killed_with_the_run():
+    # Before (an adversarial pass): the run's user id was swept with one scan of /proc, which a process forking a new
+    # pid (its parent exiting) outran in 4 of 10 runs: it lived on after the run
+    plain = Sandbox("none", LIMITS)
+    try:
+        for _ in range(3):
+            outcome = plain.run(CHAIN_FORK, "")
+            assert outcome.stdout == "answer\n", outcome
+            assert processes_of(plain.uid(0), live=True) == []
+    finally:
+        plain.close()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="user ids of their own are given only when this process is root")

@@ -224,3 +224,29 @@ def test_waiting_for_a_cpu_the_run_chose_is_its_own_time():
             process.wait()
     assert waited / 1e9 > 1.0, f"the spinner waited {waited / 1e9:.2f} s: the test proves nothing"
     assert own > 0.5, f"its own time was {own:.2f} s of 1.5 s (it ran {ran / 1e9:.2f} s)"
+
+
+NAPPING_THREADS = """
+import threading, time
+def nap():
+    while True:
+        time.sleep(0.0001)
+for _ in range(6):
+    threading.Thread(target=nap, daemon=True).start()
+time.sleep(3)
+print(input())
+"""
+
+
+def test_threads_that_nap_a_hundred_microseconds_do_not_make_a_sleeping_program_busy():
+    # Before (an adversarial pass): each thread's wake-ups wait for the CPUs the run's other threads hold, and the sum
+    # of those waits (2.5 times their CPU time) was counted as the host's doing: asleep 3 s, 4 of 4 cases passed at
+    # cpu_s 1, with 0.9 CPU-s each. Now the longest any one thread was busy, or the run's CPU time, counts.
+    sandbox = Sandbox("local", Limits(wall_s=8, cpu_s=1, memory_mb=256, processes=8, file_mb=4, output_kb=256))
+    try:
+        with sandbox.session(NAPPING_THREADS) as session:
+            outcomes = [session.run(f"{case}\n") for case in range(2)]
+    finally:
+        sandbox.close()
+    assert [outcome.status for outcome in outcomes] == [TIMEOUT] * 2, outcomes
+    assert all(outcome.seconds < 2.5 for outcome in outcomes), outcomes
