@@ -134,8 +134,8 @@ def score(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     for label, result in results.items():
         for category, ids in result["undecided"].items():
             table += (f"\n\n{label}: {len(ids)} of {result['questions'][category]} {category} questions undecided "
-                      f"(BFCL's execution or checker went past its budget or failed; not counted right; the reasons per "
-                      f"question are under undecided_why in bfcl_scores.json): {', '.join(ids[:10])}")
+                      f"(BFCL's execution or checker went past its budget or failed; not counted right; the "
+                      f"reasons per question are under undecided_why in bfcl_scores.json): {', '.join(ids[:10])}")
     print(table)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -95,7 +95,8 @@ def chat(system: str, messages: Sequence[Mapping[str, str]]) -> list[dict[str, s
                 user += AFTER_RESULTS
         elif message["role"] == "assistant":
             user += f"\n{message['content'].strip()}\n"
-    return [{"role": "system", "content": unicode_text(system)}, {"role": "user", "content": unicode_text(user.strip())}]
+    return [{"role": "system", "content": unicode_text(system)},
+            {"role": "user", "content": unicode_text(user.strip())}]
 
 
 def unicode_text(text: str) -> str:

@@ -80,9 +80,9 @@ def popen(command: list[str], uid: int | None, pass_fds: tuple[int, ...], cwd: s
     """``command`` started in a session of its own, as ``uid``; its stdin ``stdin`` (a descriptor; default a pipe),
     its stdout and stderr pipes."""
     return subprocess.Popen(
-        command, stdin=subprocess.PIPE if stdin is None else stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=pass_fds,
-        start_new_session=True, cwd=cwd, env=env, user=uid, group=uid, extra_groups=[] if uid is not None else None,
-        bufsize=0,
+        command, stdin=subprocess.PIPE if stdin is None else stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        pass_fds=pass_fds, start_new_session=True, cwd=cwd, env=env, user=uid, group=uid,
+        extra_groups=[] if uid is not None else None, bufsize=0,
     )
 
 

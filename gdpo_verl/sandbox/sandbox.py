@@ -24,7 +24,7 @@ from gdpo_verl.sandbox.host import (TaskCount, bwrap_executable, default_python,
 from gdpo_verl.sandbox.image import Image, image_for
 from gdpo_verl.sandbox.launch import Run, Spawned
 from gdpo_verl.sandbox.limits import Limits
-from gdpo_verl.sandbox.outcome import OK, TIMEOUT, UNAVAILABLE, Outcome, SandboxUnavailable, unavailable
+from gdpo_verl.sandbox.outcome import OK, UNAVAILABLE, Outcome, SandboxUnavailable, unavailable
 from gdpo_verl.sandbox.policy import seccomp_filter
 from gdpo_verl.sandbox.session import Interpreter, Session
 from gdpo_verl.sandbox.syscalls import AUDIT_ARCH

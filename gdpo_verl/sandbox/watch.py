@@ -11,9 +11,9 @@ instant the run picks changes the count:
 - **its own time**: the wall clock less the time it was on a CPU or waiting for one: the longest that one of its
   threads was (each thread's ``schedstat``, ``host.schedule_times``; its wait credited up to ``WAIT_CREDIT`` times
   its time run), or its CPU time (with a cgroup, its count, so that processes that ended still count), whichever is
-  more. Bounded by ``cpu_s``, as its CPU time is: a program that sleeps (or blocks, on anything: its stdin is a file, so never on the host) holds its
-  slot no longer than one that computes, and a program slowed by a busy host (waiting for a CPU) is not. A thread
-  that ends takes its time with it: that only ends the run sooner.
+  more. Bounded by ``cpu_s``, as its CPU time is: a program that sleeps (or blocks, on anything: its stdin is a
+  file, so never on the host) holds its slot no longer than one that computes, and a program slowed by a busy host
+  (waiting for a CPU) is not. A thread that ends takes its time with it: that only ends the run sooner.
 """
 
 from __future__ import annotations
