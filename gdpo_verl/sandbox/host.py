@@ -80,10 +80,11 @@ def parent(pid: int) -> int | None:
         return None
 
 
-def schedule_times(root: int) -> dict[int, tuple[int, int]]:
+def schedule_times(root: int) -> dict[int, tuple[int, int, tuple[int, int]]]:
     """For each thread of ``root``'s descendants (``root`` included): the nanoseconds it ran on a CPU and waited for
     one, as the kernel counts them (``/proc/PID/task/TID/schedstat``'s first two fields, kept by the scheduler at
-    every switch, whenever it is read). A process that ends meanwhile is skipped."""
+    every switch, whenever it is read), and its priority: its nice value and its autogroup's (0 where the kernel has
+    no autogroups). A process that ends meanwhile is skipped."""
     pending, seen, times = [root], set(), {}
     while pending:
         pid = pending.pop()
@@ -92,18 +93,33 @@ def schedule_times(root: int) -> dict[int, tuple[int, int]]:
         seen.add(pid)
         try:
             threads = os.listdir(f"/proc/{pid}/task")
+            group = _autogroup_nice(pid)
         except OSError:
             continue
         for tid in threads:
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as stat:
                     ran, waited = stat.read().split()[:2]
-                times[int(tid)] = (int(ran), int(waited))
+                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as stat:
+                    nice = int(stat.read().rsplit(b")", 1)[1].split()[16])
+                times[int(tid)] = (int(ran), int(waited), (nice, group))
                 with open(f"/proc/{pid}/task/{tid}/children", "rb") as children:
                     pending += [int(child) for child in children.read().split()]
-            except (OSError, ValueError):
+            except (OSError, ValueError, IndexError):
                 continue
     return times
+
+
+def _autogroup_nice(pid: int) -> int:
+    """The nice value of ``pid``'s autogroup (``/proc/PID/autogroup``: "/autogroup-N nice K"), which any process may
+    raise for its own; 0 where the kernel has no autogroups."""
+    try:
+        with open(f"/proc/{pid}/autogroup", "rb") as autogroup:
+            return int(autogroup.read().split()[-1])
+    except FileNotFoundError:
+        if not os.path.exists(f"/proc/{pid}"):
+            raise
+        return 0
 
 
 def has_schedule_times() -> bool:

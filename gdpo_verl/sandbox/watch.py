@@ -10,7 +10,7 @@ instant the run picks changes the count:
   the run's CPU limit, and its memory by ``output_kb`` (kept in one buffer, whatever the size of the reads);
 - **its own time**: the wall clock less the time it was on a CPU or waiting for one: the longest that one of its
   threads was (each thread's ``schedstat``, ``host.schedule_times``; its wait credited up to ``WAIT_CREDIT`` times
-  its time run), or its CPU time (with a cgroup, its count, so that processes that ended still count), whichever is
+  its time run, and not at all below the run's starting priority), or its CPU time (with a cgroup, its count, so that processes that ended still count), whichever is
   more. Bounded by ``cpu_s``, as its CPU time is: a program that sleeps (or blocks, on anything: its stdin is a
   file, so never on the host) holds its slot no longer than one that computes, and a program slowed by a busy host
   (waiting for a CPU) is not. A thread that ends takes its time with it: that only ends the run sooner.
@@ -33,9 +33,10 @@ CPU_SLACK_S = 0.02
 # How often a run's CPU count and own time are read while it runs: its processes together may not pass cpu_s by
 # more than this times the cores they run on (each also has RLIMIT_CPU).
 POLL_S = 0.1
-# A run's wait for a CPU is the host's doing up to this many times the CPU time it got (what a fair scheduler gives a
-# thread among nine runnable on its CPU); past that, it is the run's own time: a thread at nice 19 among busy ones,
-# or one that makes itself wait for a CPU some other way, is not credited for the waiting it chose.
+# A thread's wait for a CPU is the host's doing up to this many times the CPU time it got (what a fair scheduler gives
+# a thread among nine runnable on its CPU); past that, it is the run's own time. A thread whose priority is below the
+# one the run started with (a nice value, or its autogroup's, raised: what an unprivileged process may do) chose to
+# wait, and none of its wait is credited.
 WAIT_CREDIT = 8
 CPU_SPENT = "cpu"   # pump: the run was stopped at its CPU limit
 IDLE_SPENT = "own"  # pump: the run was stopped at its own-time limit
@@ -78,6 +79,8 @@ class Meter:
         self.started = time.monotonic()
         self._host_before = time.thread_time()
         self._threads_before = schedule_times(root) if root is not None else {}
+        # the priority the run starts with (its first process's): a thread below it chose to wait
+        self._priority = self._threads_before[root][2] if root in self._threads_before else (0, 0)
 
     def host_seconds(self) -> float:
         """This thread's CPU seconds since the run's start: the host's work for the run, charged to it."""
@@ -96,13 +99,14 @@ class Meter:
         if self.root is None:
             return None
         ran = longest = 0
-        for tid, (run_ns, wait_ns) in schedule_times(self.root).items():
-            before_run, before_wait = self._threads_before.get(tid, (0, 0))
+        for tid, (run_ns, wait_ns, priority) in schedule_times(self.root).items():
+            before_run, before_wait, _ = self._threads_before.get(tid, (0, 0, None))
             if run_ns < before_run or wait_ns < before_wait:  # a thread id used again
                 before_run = before_wait = 0
             run_ns, wait_ns = run_ns - before_run, wait_ns - before_wait
             ran += run_ns
-            longest = max(longest, run_ns + min(wait_ns, WAIT_CREDIT * run_ns))
+            lowered = priority[0] > self._priority[0] or priority[1] > self._priority[1]
+            longest = max(longest, run_ns + (0 if lowered else min(wait_ns, WAIT_CREDIT * run_ns)))
         used = self.cpu() if self.cpu is not None else ran / 1e9
         return time.monotonic() - self.started - max(used, longest / 1e9)
 

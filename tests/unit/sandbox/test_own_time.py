@@ -217,7 +217,7 @@ def test_waiting_for_a_cpu_the_run_chose_is_its_own_time():
         meter = Meter(None, spinner.pid)
         time.sleep(1.5)
         own = meter.own_seconds()
-        ran, waited = map(sum, zip(*schedule_times(spinner.pid).values()))
+        ran, waited = (sum(times[index] for times in schedule_times(spinner.pid).values()) for index in (0, 1))
     finally:
         for process in (*hogs, spinner):
             process.kill()
@@ -250,3 +250,27 @@ def test_threads_that_nap_a_hundred_microseconds_do_not_make_a_sleeping_program_
         sandbox.close()
     assert [outcome.status for outcome in outcomes] == [TIMEOUT] * 2, outcomes
     assert all(outcome.seconds < 2.5 for outcome in outcomes), outcomes
+
+
+def test_waiting_below_the_priority_a_run_started_with_is_its_own_time():
+    # Before (a second adversarial pass): a run that raised its nice value to get about a ninth of a CPU shared with
+    # busy work waited 7.6 times what it ran, inside the credit, and held its slot up to wall_s, ok. A thread below
+    # the priority the run started with is credited none of its wait. (A plain process under the same meter, beside
+    # a busy one of its autogroup, as above.)
+    from gdpo_verl.sandbox.watch import Meter
+
+    cpu = min(os.sched_getaffinity(0))
+    pin = f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\n"
+    hog = subprocess.Popen([sys.executable, "-c", pin + "while True:\n    pass"])
+    spinner = subprocess.Popen([sys.executable, "-c", pin + "time.sleep(0.3)\nos.nice(8)\nwhile True:\n    pass"])
+    try:
+        meter = Meter(None, spinner.pid)  # at the priority it starts with
+        time.sleep(1.8)
+        own = meter.own_seconds()
+        ran, waited = (sum(times[index] for times in schedule_times(spinner.pid).values()) for index in (0, 1))
+    finally:
+        for process in (hog, spinner):
+            process.kill()
+            process.wait()
+    assert waited > 3 * ran, f"it waited {waited / 1e9:.2f} s and ran {ran / 1e9:.2f} s: the test proves nothing"
+    assert own > 1.0, f"its own time was {own:.2f} s of 1.8 s (it ran {ran / 1e9:.2f} s, waited {waited / 1e9:.2f} s)"
