@@ -115,11 +115,23 @@ def _autogroup_nice(pid: int) -> int:
     raise for its own; 0 where the kernel has no autogroups."""
     try:
         with open(f"/proc/{pid}/autogroup", "rb") as autogroup:
-            return int(autogroup.read().split()[-1])
+            return autogroup_nice(autogroup.read())
     except FileNotFoundError:
         if not os.path.exists(f"/proc/{pid}"):
             raise
         return 0
+
+
+def autogroup_nice(text: bytes) -> int:
+    """The nice value ``/proc/PID/autogroup`` states ("/autogroup-N nice K"). The file is empty for a process in the
+    kernel's default autogroup (one whose sessions since boot never called setsid: a child of a container's init),
+    which is the root task group, whose weight no process can change: 0."""
+    fields = text.split()
+    if not fields:
+        return 0
+    if len(fields) != 3 or fields[1] != b"nice":
+        raise ValueError(f"/proc/PID/autogroup reads {text!r}, not '/autogroup-N nice K'")
+    return int(fields[2])
 
 
 def has_schedule_times() -> bool:

@@ -274,3 +274,18 @@ def test_waiting_below_the_priority_a_run_started_with_is_its_own_time():
             process.wait()
     assert waited > 3 * ran, f"it waited {waited / 1e9:.2f} s and ran {ran / 1e9:.2f} s: the test proves nothing"
     assert own > 1.0, f"its own time was {own:.2f} s of 1.8 s (it ran {ran / 1e9:.2f} s, waited {waited / 1e9:.2f} s)"
+
+
+def test_a_process_of_the_kernel_s_default_autogroup_is_read_at_nice_0():
+    # Before: a process whose sessions since boot never called setsid (a CI job that a container's init starts) reads an
+    # empty /proc/PID/autogroup, and every meter of a run it watched raised IndexError
+    from gdpo_verl.sandbox.host import autogroup_nice
+
+    assert autogroup_nice(b"") == 0
+    assert autogroup_nice(b"/autogroup-17303 nice 0\n") == 0
+    assert autogroup_nice(b"/autogroup-5 nice 7\n") == 7
+    with pytest.raises(ValueError, match="autogroup"):
+        autogroup_nice(b"/autogroup-5 weight 7\n")
+    if os.path.exists("/proc/self/autogroup"):  # this kernel's own spelling (a kernel with autogroups)
+        with open("/proc/self/autogroup", "rb") as own:
+            assert autogroup_nice(own.read()) in range(-20, 20)
