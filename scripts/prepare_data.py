@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from gdpo_verl.experiments.data_files import read_rows
-from gdpo_verl.rewards.answer_guard import plain_number
+from gdpo_verl.answers.guard import plain_number
 
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 
@@ -103,18 +103,14 @@ def ground_truth(value: Any, multi_part: bool) -> str | None:
 
 def unreadable(answer: str) -> str | None:
     """Why the math reward could not read ``answer`` (a gold as verl stores it) as values, or None: such a row
-    could never be scored (gdpo_verl/rewards/answers.py reads golds and answers alike)."""
-    from gdpo_verl.rewards.answer_guard import refusal
-    from gdpo_verl.rewards.answers import Unreadable, read
+    could never be scored (gdpo_verl/answers/parsing.py reads golds and answers alike)."""
+    from gdpo_verl.answers import Unreadable, parse
     from gdpo_verl.rewards.math_length import parse_ground_truth
 
     truth = parse_ground_truth(answer)
     for text in truth.parts or truth.alternatives:
-        refused = refusal(text)
-        if refused is not None:
-            return refused
         try:
-            read(text)
+            parse(text)  # the reward's own reading, its guards included
         except Unreadable as error:
             return str(error)
     return None
@@ -123,7 +119,7 @@ def unreadable(answer: str) -> str | None:
 def convert(name: str, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Counter]:
     """verl rows, a Counter of skip reasons (one per filter) and a Counter of notable kept rows. A row whose gold
     the math reward cannot read is named on stderr."""
-    from gdpo_verl.rewards.math_length import last_boxed
+    from gdpo_verl.answers.where import last_boxed
 
     source = SOURCES[name]
     written, skipped, kept, seen = [], Counter(), Counter(), set()

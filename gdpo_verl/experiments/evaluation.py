@@ -2,7 +2,7 @@
 tables (math: Table 3; tool calling: the held-out split; coding: Table 5, below).
 
 Math scoring uses the training reward's own correctness check (``gdpo_verl.rewards.math_length``): the values
-the ``\\boxed{}`` answers after the reasoning state, compared with the gold's (``gdpo_verl.rewards.answers``).
+the ``\\boxed{}`` answers after the reasoning state, compared with the gold's (``gdpo_verl.answers.parsing``).
 Per benchmark it reports pass@1 averaged over the samples of each question (then over questions) and Exceed,
 the percentage of responses longer than the length budget (4000 tokens).
 """

@@ -52,9 +52,10 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
+from gdpo_verl.answers.where import THINK_MODES, answer_part
 from gdpo_verl.core.checks import finite_number, whole_number
 from gdpo_verl.rewards.coding_outputs import UNREADABLE, call_passed, read_json, same_output
-from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, answer_part, response_length
+from gdpo_verl.rewards.common import VERL_KWARGS, response_length
 from gdpo_verl.rewards.needs import RewardNeeds
 from gdpo_verl.sandbox import MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox, Session
 from gdpo_verl.sandbox.fusion import FUSION, SETTINGS, FusionSandbox, FusionSettings

@@ -14,7 +14,7 @@ parts with top-level commas. The two structured forms may also come as their JSO
     score            correct_weight * correct + length_weight * length: the summed reward GRPO trains on and
                      dynamic sampling filters on (pass the weights GDPO gets in algorithm.gdpo_reward_weights)
     correct          1 when the final answer (every \\boxed{} after the reasoning, read as the values it states:
-                     gdpo_verl/rewards/answers.py) states the ground truth's values, no more and no fewer, else 0
+                     gdpo_verl/answers/parsing.py) states the ground truth's values, no more and no fewer, else 0
     length           1 when the response has at most ``max_length`` tokens (and, with
                      ``conditioned=True``, is also correct: the paper's conditioned length reward)
     short            1 when the response has at most ``max_length`` tokens, whatever the correctness
@@ -27,13 +27,13 @@ parts with top-level commas. The two structured forms may also come as their JSO
                      something the reader cannot place (it is then never credited), the call ran past ``timeout_s``
                      (a long check, a busy checker pool), a checker process died or
                      math-verify raised, or the answer was refused unchecked as too long or as one sympy would
-                     spend seconds on (gdpo_verl/rewards/answer_guard.py)
+                     spend seconds on (gdpo_verl/answers/guard.py)
 
 A call returns within ``timeout_s`` (2 s by default) of checking, whatever the answer, plus the start of a checker
 process when every one was starting: the checker processes start when a ``MathLengthReward`` is made (in the
 background: they import sympy and math-verify, about a second), and a call that comes while all of them are starting
 (the first calls, or after timeouts) waits for them on top of its ``timeout_s``, each start bounded on its own
-(``verifier.STARTUP_TIMEOUT_S``). ``start()`` waits for them outside any call.
+(``checker.STARTUP_TIMEOUT_S``). ``start()`` waits for them outside any call.
 
 Called directly (scripts, notebooks), ``compute_score`` scores with one ``MathLengthReward`` shared by every direct
 call in the process: made on the first call, kept (no call starts a process), closed at exit, safe from several
@@ -56,18 +56,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gdpo_verl.answers.checker import AnswerChecker, Deadline, Verdict
+from gdpo_verl.answers.value import Unreadable
+from gdpo_verl.answers.where import THINK_MODES, answer_parts, final_answers
 from gdpo_verl.core.checks import boolean, finite_number, whole_number
-from gdpo_verl.rewards import answers
-from gdpo_verl.rewards.answer_guard import plain_number, refusal
-from gdpo_verl.rewards.common import THINK_MODES, VERL_KWARGS, response_length
+from gdpo_verl.rewards.common import VERL_KWARGS, response_length
 from gdpo_verl.rewards.needs import RewardNeeds
-from gdpo_verl.rewards.verifier import AnswerChecker, Deadline, Verdict
 
 logger = logging.getLogger("gdpo_verl")
-
-
-# A final answer longer than this is not checked (sympy can take minutes on such input): scored 0, counted.
-MAX_ANSWER_CHARS = 1000
 
 
 # Ground truths that are a float NaN or infinity written as text (pandas and Python write them so): a data error.
@@ -90,7 +86,7 @@ class MathLengthReward:
         self._failures_lock = threading.Lock()  # direct calls share one reward across threads
 
     def start(self) -> MathLengthReward:
-        """Wait for the checker processes to finish starting (up to ``verifier.STARTUP_TIMEOUT_S``; RuntimeError
+        """Wait for the checker processes to finish starting (up to ``checker.STARTUP_TIMEOUT_S``; RuntimeError
         naming the problem when one does not). Calls never count a start against ``timeout_s``; this only moves
         the wait to the reward's making. A reward manager's reward starts in the background while the first batch
         is generated."""
@@ -132,7 +128,7 @@ class MathLengthReward:
             timeout_s: the longest one call may take: waiting for a busy checker process and every check of the
                 response together (what is not checked by then is counted in ``verify_failed``). A checker
                 process's start (a fresh reward's, or a replacement's after a timeout) is not counted: a call
-                waits for it on top, each start bounded on its own by ``verifier.STARTUP_TIMEOUT_S``.
+                waits for it on top, each start bounded on its own by ``checker.STARTUP_TIMEOUT_S``.
             correct_weight, length_weight: the weights of ``score``. The recipes pass the weights of
                 ``algorithm.gdpo_reward_weights`` here too, so that GRPO, dynamic sampling and GDPO all see the
                 same weighted objective (gdpo-verl refuses a config where the two differ).
@@ -155,7 +151,7 @@ class MathLengthReward:
             if boxes:
                 verdict = _verdict(truth, solution_str, boxes, think, self.checker, deadline)
             found = bool(boxes)
-        except answers.Unreadable as error:  # a box that never closes
+        except Unreadable as error:  # a box that never closes
             boxes, verdict = [], Verdict(None, f"the answer is not read: {error}")
         if verdict.value is None:
             with self._failures_lock:
@@ -291,7 +287,8 @@ def parse_ground_truth(value: Any) -> MathTruth:
 
 
 def _answer_text(value: Any, what: str) -> str:
-    """One answer as checked: numbers (``5e-05``, a float) in plain decimal digits; NaN and infinity refused."""
+    """One answer as the reader gets it (it writes ``5e-05``, a float's text, in plain digits); NaN and infinity
+    refused."""
     if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)) or not str(value).strip():
         raise ValueError(f"{what} must be a non-empty string or a number; got {value!r}.")
     if isinstance(value, numbers.Real) and not math.isfinite(value) or _NOT_A_NUMBER.fullmatch(str(value).strip()):
@@ -301,7 +298,7 @@ def _answer_text(value: Any, what: str) -> str:
         )
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:  # 12.0 from a float column is 12
         value = int(value)
-    return plain_number(str(value).strip())
+    return str(value).strip()
 
 
 def _verdict(truth: MathTruth, text: str, boxes: list[str], think: str, checker: AnswerChecker,
@@ -322,13 +319,6 @@ def _verdict(truth: MathTruth, text: str, boxes: list[str], think: str, checker:
 def _any_true(checker: AnswerChecker, golds: tuple[str, ...], boxes: list[str], deadline: Deadline) -> Verdict:
     """Whether the boxes ``boxes`` state any of ``golds`` (each is tried); when none: no verdict if some check
     could not be made, else hedged if they hedge against one, else wrong."""
-    if sum(map(len, boxes)) > MAX_ANSWER_CHARS:  # first: nothing else reads a text of any length
-        return Verdict(None, f"over {MAX_ANSWER_CHARS} characters in its boxes")
-    boxes = [plain_number(box) for box in boxes]
-    for answer in boxes:
-        refused = refusal(answer)
-        if refused is not None:
-            return Verdict(None, refused)
     undecided = hedged = None
     for gold in golds:  # every alternative: "2, -2" hedges against "2" and answers "2, -2"
         verdict = checker.check(gold, boxes, deadline)
@@ -339,54 +329,6 @@ def _any_true(checker: AnswerChecker, golds: tuple[str, ...], boxes: list[str], 
         elif verdict.hedged:
             hedged = hedged or verdict
     return undecided or hedged or Verdict(False)
-
-
-def answer_parts(text: str, think: str = "required") -> list[str]:
-    """The parts of a multi-part answer: the contents of every box of the answer section when there are several,
-    else the one box's content split at top-level commas (not those between thousands,
-    ``answer_guard.plain_number``); ``Unreadable`` for a box that never closes."""
-    found = final_answers(text, think)
-    if len(found) > 1:
-        return found
-    return split_top_level(plain_number(found[0])) if found else []  # 1,000, 7: two parts
-
-
-def split_top_level(text: str) -> list[str]:
-    """``text`` split at commas outside braces, brackets and parentheses, each part stripped."""
-    parts, depth, start = [], 0, 0
-    for position, character in enumerate(text):
-        if character in "{[(":
-            depth += 1
-        elif character in "}])":
-            depth -= 1
-        elif character == "," and depth == 0:
-            parts.append(text[start:position].strip())
-            start = position + 1
-    parts.append(text[start:].strip())
-    return [part for part in parts if part]
-
-
-def last_boxed(text: str) -> str | None:
-    """The content of the last non-empty box in ``text``; None if none, or if a box never closes
-    (scripts/prepare_data.py reads a gold answer from a worked solution so)."""
-    try:
-        found = [box for box in answers.boxes(text) if box]
-    except answers.Unreadable:
-        return None
-    return found[-1] if found else None
-
-
-def final_answers(text: str, think: str = "required") -> list[str]:
-    """The content of every non-empty box (``\\boxed``, ``\\fbox``, ``\\framebox``..., its content in braces or
-    one token after it) in the answer section of ``text``, in order: together, the values the answer states. The
-    answer section follows the first ``</think>`` (a second one does not hide the boxes before it), or is the
-    whole response with ``think="none"``; no ``</think>`` with ``think="required"``: no answer. ``Unreadable``
-    when a box never closes."""
-    if think == "required":
-        if "</think>" not in text:
-            return []
-        text = text.split("</think>", 1)[1]
-    return [box for box in answers.boxes(text) if box]
 
 
 def _check_options(max_length: Any, conditioned: Any, think: Any, timeout_s: Any) -> None:

@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gdpo_verl.answers.where import top_level_split
+
 # A schema's type names and the JSON kind each declares.
 KINDS = {
     "integer": "integer", "int": "integer",
@@ -62,21 +64,9 @@ def declared_type(name: Any) -> Declared:
     container = CONTAINER.fullmatch(text)
     if container is None:
         return Declared(KINDS.get(text))
-    inside = [part for part in split_top_level(container.group(2)) if part != "..."]
+    inside = [part for part in top_level_split(container.group(2)) if part != "..."]
     kinds = {declared_type(part).kind for part in inside}
     return Declared("array", kinds.pop() if len(kinds) == 1 else None)
-
-
-def split_top_level(text: str) -> list[str]:
-    """``text`` split at the commas outside brackets."""
-    parts, depth, start = [], 0, 0
-    for index, character in enumerate(text):
-        depth += {"[": 1, "]": -1}.get(character, 0)
-        if character == "," and depth == 0:
-            parts.append(text[start:index])
-            start = index + 1
-    parts.append(text[start:])
-    return parts
 
 
 def schema_type(spec: Any) -> str | None:

@@ -39,7 +39,7 @@ def test_the_core_imports_torch_numpy_and_the_standard_library_only(path):
     assert outside <= {"torch", "numpy", "gdpo_verl"}, outside
 
 
-@pytest.mark.parametrize("path", modules("rewards"), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", modules("rewards") + modules("answers"), ids=lambda p: p.name)
 def test_reward_functions_import_no_torch(path):
     assert "torch" not in imports(path)
 
@@ -51,10 +51,11 @@ def test_the_sandbox_imports_the_standard_library_and_bubblewrap_only(path):
 
 
 # The rooms, each on its floor: a module imports from its own room and the floors below, never up or across.
-# core: the math; sandbox: runs of model-written programs; rewards: the reward functions; verl_adapter: everything
+# core: the math; sandbox: runs of model-written programs; answers: the math answer reader; rewards: the reward
+# functions; verl_adapter: everything
 # that speaks verl; cpu_run: the CPU run's harness; tools: the gdpo-verl command; experiments: the library of the
 # experiment scripts; config: the packaged hydra configs (no code).
-FLOORS = {"core": 0, "sandbox": 0, "config": 0, "rewards": 1, "verl_adapter": 2, "cpu_run": 3, "tools": 3,
+FLOORS = {"core": 0, "sandbox": 0, "answers": 0, "config": 0, "rewards": 1, "verl_adapter": 2, "cpu_run": 3, "tools": 3,
           "experiments": 3}
 
 

@@ -1,4 +1,4 @@
-"""The math reward on a table of answer/gold pairs: what each answer states, read by gdpo_verl/rewards/answers.py
+"""The math reward on a table of answer/gold pairs: what each answer states, read by gdpo_verl/answers/parsing.py
 through the real checker processes, and the verdict it gets (docs/math-length.md, "What an answer states").
 
 Each row: the boxes of the final answer (one string: one box), the gold, and the outcome:
@@ -531,8 +531,80 @@ FOURTH_PASS = [  # a fourth independent adversarial pass on the fail-closed read
     ("\\frac{3}{10}", "0.3", "correct"),
 ]
 
+EXACT_VALUES = [  # values compared exactly, one comparison for every shape: each row was scored otherwise before
+    # a decimal is the rational it writes: no float tolerance anywhere
+    ("5.0 + 10^{-13}", "5", "wrong"),
+    ("10^{12} + 0.5", "10^{12}", "wrong"),
+    ("1.0000000000001", "1", "wrong"),
+    ("5.0", "5", "correct"),
+    ("1.5 \\times 10^{3}", "1500", "correct"),
+    ("1.5 \\times 10^{3}", "1501", "wrong"),
+    # containers: no six-place rounding; a rounded gold's tolerance inside every container alike
+    ("\\begin{pmatrix}0.0000004\\end{pmatrix}", "\\begin{pmatrix}0.0000001\\end{pmatrix}", "wrong"),
+    ("\\begin{pmatrix}\\frac{1}{3} & \\frac{1}{2}\\end{pmatrix}", "\\begin{pmatrix}0.33 & 0.5\\end{pmatrix}", "correct"),
+    ("\\begin{pmatrix}\\frac{1}{3} & \\frac{1}{2}\\end{pmatrix}", "\\begin{pmatrix}0.34 & 0.5\\end{pmatrix}", "wrong"),
+    ("(\\frac{1}{3}, \\frac{1}{2})", "(0.33, 0.5)", "correct"),
+    ("[\\frac{1}{3}, 1]", "[0.33, 1]", "correct"),
+    ("(0.0000001, 2)", "(0.0000004, 2)", "wrong"),
+    # equations: the same equation, by a nonzero multiple; no rounding
+    ("x + y = 5.0000001", "x + y = 5", "wrong"),
+    ("2x + 2y = 10", "x + y = 5", "correct"),
+    ("2x - y + 3 = 0", "y = 2x + 3", "correct"),
+    ("x + y = 6", "x + y = 5", "wrong"),
+    # degrees against radians, converted exactly; a degree sign is no unit to drop against a radian gold
+    ("\\pi^\\circ", "\\pi", "wrong"),
+    ("30^\\circ", "\\frac{\\pi}{6}", "correct"),
+    ("\\frac{\\pi}{6}", "30^\\circ", "correct"),
+    ("60^\\circ", "\\frac{\\pi}{6}", "wrong"),
+    ("30^\\circ", "30", "correct"),
+    ("30", "30^\\circ", "correct"),
+    # a word is a word, with or without \\text{}: no anagram of it
+    ("on", "no", "wrong"),
+    ("no", "no", "correct"),
+    ("no", "\\text{no}", "correct"),
+    ("\\text{on}", "no", "wrong"),
+    # what sympy would evaluate into something else is not read
+    ("3!!", "720", "unread"),
+    ("3!!", "3", "unread"),
+    ("(3!)!", "720", "correct"),
+    ("\\infty^0", "1", "unread"),
+    ("\\infty - \\infty", "0", "unread"),
+    ("0^0", "1", "unread"),
+    ("\\frac{1}{0}", "1", "unread"),
+]
+
+GRADER_FORMS = [  # forms a grader accepts: each row was scored wrong or not read before
+    # the imaginary unit, whatever the spacing
+    ("2 i", "2i", "correct"),
+    ("0.6 + 0.8i", "\\frac35+\\frac45 i", "correct"),
+    ("e^{i\\pi}", "-1", "correct"),
+    ("\\sqrt{-1}", "i", "correct"),
+    ("4i + 3", "3 + 4i", "correct"),
+    ("3 - 4i", "3 + 4i", "wrong"),
+    ("-i", "i", "wrong"),
+    # a choice letter in any dress that states one letter
+    ("{C}", "C", "correct"),
+    ("\\text{C.}", "C", "correct"),
+    ("\\text{Answer: } C", "C", "correct"),
+    ("\\text{Option B}", "B", "correct"),
+    ("\\text{The answer is } (C)", "C", "correct"),
+    ("\\text{Option B}", "C", "wrong"),
+    ("\\text{Option B or C}", "B", "hedged"),
+    # a fraction's arguments as TeX reads them without braces
+    ("\\frac 1 2", "\\frac{1}{2}", "correct"),
+    ("\\dfrac 3 4", "0.75", "correct"),
+    ("\\frac\\pi 6", "\\frac{\\pi}{6}", "correct"),
+    ("\\frac 123", "6", "unread"),
+    # a number in a base is its value; a gold in a base asks for that base
+    ("101_2", "5", "correct"),
+    ("12_{3}", "5", "correct"),
+    ("110_2", "5", "wrong"),
+    ("5", "101_2", "wrong"),
+    ("101_2", "101_2", "correct"),
+]
+
 TABLE = (HEDGES + SEVERAL_BOXES + LISTS_SETS_INTERVALS_TUPLES + CHOICES + PLAIN + FROM_REVIEW + MEANING + SECOND_PASS
-         + THIRD_PASS + FOURTH_PASS)
+         + THIRD_PASS + FOURTH_PASS + EXACT_VALUES + GRADER_FORMS)
 OUTCOMES = {"correct": (1.0, 0.0, 0.0), "hedged": (0.0, 1.0, 0.0), "wrong": (0.0, 0.0, 0.0), "unread": (0.0, 0.0, 1.0)}
 REWARD = MathLengthReward()
 

@@ -12,16 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from gdpo_verl.rewards import math_length, verifier
-from gdpo_verl.rewards.math_length import (
-    MathLengthReward,
-    _verdict,
-    compute_score,
-    final_answers,
-    last_boxed,
-    parse_ground_truth,
-)
-from gdpo_verl.rewards.verifier import AnswerChecker, Deadline, Verdict
+from gdpo_verl import answers
+from gdpo_verl.answers import checker as verifier
+from gdpo_verl.answers.checker import AnswerChecker, Deadline, Verdict
+from gdpo_verl.answers.where import final_answers, last_boxed
+from gdpo_verl.rewards import math_length
+from gdpo_verl.rewards.math_length import MathLengthReward, _verdict, compute_score, parse_ground_truth
 
 # what every call returns: score and the keys compute_score declares (compute_score.needs.returns, which the config
 # check holds algorithm.gdpo_reward_keys to before Ray starts); score() checks it on every answer of this file
@@ -266,14 +262,14 @@ def _checker_processes() -> list[int]:
             command = (entry / "cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             continue  # it exited while being read
-        if parent == os.getpid() and b"gdpo_verl.rewards.verifier" in command:
+        if parent == os.getpid() and b"gdpo_verl.answers.checker" in command:
             found.append(int(entry.name))
     return found
 
 
-# passes the guards and takes math-verify about 1.5 s in a fresh checker process on the test machine (its parser's first
-# look at each depth of nesting; 0.3 s at a depth of 6, which a fast day brought down to the 0.3 s timeouts below)
-SLOW = "(" * 20 + "1" + ")" * 20
+# passes the guards and takes a checker about 4 s to find unequal to a number (sympy's simplification of the
+# difference; the reading is kept, the comparison is made again on every check)
+SLOW = "(x+y+z+1)^{14}(x-y)^{14}"
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="counts child processes through /proc (Linux)")
@@ -625,9 +621,8 @@ def test_another_antlr_runtime_is_refused_before_a_checker_process_starts(monkey
 def test_a_percentage_is_read_by_the_parser_for_antlr_4_9_3():
     # latex2sympy2_extended 1.11's parser for ANTLR 4.9.3 lacks an accessor its converter calls on every atom past
     # a variable: every percentage raised AttributeError and was not read (the answer table's rows with \%).
-    from gdpo_verl.rewards import answers
 
-    assert [(str(value.expr), value.percent) for value in answers.read("20\\%")] == [("1/5", True)]
+    assert [(str(value.expr), value.percent) for value in answers.parse("20\\%")] == [("1/5", True)]
     assert score("</think> \\boxed{20\\%}", "20")["correct"] == 1.0
 
 
@@ -637,7 +632,6 @@ def test_a_percentage_is_read_by_the_parser_for_antlr_4_9_3():
 def test_a_checker_process_reads_a_text_once_and_keeps_unreadable_outcomes_by_the_exact_text():
     import sympy
 
-    from gdpo_verl.rewards import answers
 
     reads = []
 
@@ -662,7 +656,6 @@ def test_a_checker_process_reads_a_text_once_and_keeps_unreadable_outcomes_by_th
 def test_a_checker_process_s_readings_are_bounded_by_their_characters_and_numbers():
     import sympy
 
-    from gdpo_verl.rewards import answers
 
     reads = []
 
@@ -789,7 +782,7 @@ def checkers():
             command = (entry / "cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             continue
-        if parent == os.getpid() and b"gdpo_verl.rewards.verifier" in command:
+        if parent == os.getpid() and b"gdpo_verl.answers.checker" in command:
             found.append(int(entry.name))
     return found
 
@@ -811,7 +804,7 @@ def test_a_script_that_calls_compute_score_and_exits_leaves_no_checker_process_r
     assert report["pids"] and report["after_exit_hooks"] == []
     for pid in report["pids"]:  # gone (a zombie has no command line)
         command = Path(f"/proc/{pid}/cmdline")
-        assert not command.exists() or b"gdpo_verl.rewards.verifier" not in command.read_bytes()
+        assert not command.exists() or b"gdpo_verl.answers.checker" not in command.read_bytes()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")

@@ -1,5 +1,5 @@
 """The words a math answer may hold beside its values: units after a value, labels before one. Any other words
-make the answer not read (gdpo_verl/rewards/answers.py): ``5 \\text{ thousands}``, ``5 \\text{ is wrong}``,
+make the answer not read (gdpo_verl/answers/parsing.py): ``5 \\text{ thousands}``, ``5 \\text{ is wrong}``,
 ``5 \\text{ per cent}``, ``\\text{Wrong:} 5``.
 
 A unit is read into one spelling, so that units compare by meaning (``5 \\text{ hrs}`` is ``5 \\text{ hours}``,

@@ -16,9 +16,9 @@ measurements):
 - ``MAX_TERMS``: a ``\\sum`` or ``\\prod`` whose upper limit is a number above this (sympy evaluates it term by
   term: ``\\prod_{k=1}^{10^{7}} k`` ran past any timeout).
 
-The module also reads answers for the checker, as text only: ``hedge_pieces`` (the values an answer states, to
-refuse credit to an answer that lists several) and ``plain_number`` (a number written as ``5e-05`` or
-``1\\,000\\,000``, which math-verify misreads, in plain digits).
+``admission(texts)`` applies them, after ``MAX_ANSWER_CHARS``, to every text the reader reads (parse.py, and the
+checker's parent before a text goes to a checker process). ``plain_number`` writes a number written as ``5e-05``
+or ``1\\,000\\,000``, which math-verify misreads, in plain digits; the reader reads every text through it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import math
 import re
 from decimal import Decimal
 
+MAX_ANSWER_CHARS = 1000  # the boxes of one answer together (sympy can take minutes on longer input)
 MAX_NESTING = 6
 MAX_DIGITS = 20_000
 MAX_TERMS = 100
@@ -41,6 +42,19 @@ _PRODUCTS = {"*", "/", "\\cdot", "\\times", "\\div"}
 _BINOMIALS = {"\\binom", "\\dbinom", "\\tbinom", "\\choose"}
 _BIG_OPERATORS = {"\\sum", "\\prod"}
 _MAX_DEPTH = 64
+
+
+def admission(texts: list[str]) -> str | None:
+    """Why the texts of one answer (its boxes, or a gold) are not read (one line), or None when they may be: over
+    ``MAX_ANSWER_CHARS`` in all (first: nothing else reads a text of any length), or one of them refused by
+    ``refusal``."""
+    if sum(map(len, texts)) > MAX_ANSWER_CHARS:
+        return f"over {MAX_ANSWER_CHARS} characters"
+    for text in texts:
+        refused = refusal(plain_number(text))
+        if refused is not None:
+            return refused
+    return None
 
 
 def refusal(answer: str) -> str | None:
@@ -222,54 +236,6 @@ def _factorial_digits(n: float | None) -> float | None:
 
 
 # ------------------------------------------------------------------------------------------- reading answers
-
-# A line break, a new math segment, a semicolon or a logical or: what separates values an answer lists.
-_SEPARATOR = re.compile(
-    r"\\\\(?:\[[^\]]*\])?|\\(?:newline|cr|lor|vee|quad|qquad)(?![A-Za-z])|[$;]|(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])"
-)
-_TEXT_GROUP = re.compile(r"\\(?:text[a-z]*|mbox|mathrm)\s*\{([^{}]*)\}")
-_HEDGE_TEXT = re.compile(r"[\s,;.]*(?:(?:or|and|either|otherwise)(?![A-Za-z])[\s,;.]*)*", re.IGNORECASE)
-_ENVIRONMENT = re.compile(r"\\begin\{([^{}]*)\}.*?\\end\{\1\}", re.DOTALL)
-
-
-def hedge_pieces(answer: str) -> list[str]:
-    """The parts of ``answer`` that each state a value, split where an answer lists alternatives: ``\\\\`` (a new
-    line), ``\\newline``, ``\\cr``, ``$`` (a new math segment), ``;``, ``\\lor``, ``\\vee``, ``\\quad``,
-    ``\\qquad``, the words "or" / "and" and a ``\\text{}`` holding only such words or punctuation. Only separators
-    outside braces and outside ``\\begin{...}...\\end{...}`` (matrices, cases) count; a part that is only text
-    (``\\text{ cm}``) states no value. One piece (or none) is the usual case."""
-    text = answer
-    pieces, start, depth, position = [], 0, 0, 0
-    while position < len(text):
-        if depth == 0:
-            environment = _ENVIRONMENT.match(text, position)
-            if environment:
-                position = environment.end()
-                continue
-            group = _TEXT_GROUP.match(text, position)
-            if group:
-                if group.group(1).strip() and _HEDGE_TEXT.fullmatch(group.group(1)):
-                    pieces.append(text[start:position])
-                    start = group.end()
-                position = group.end()
-                continue
-            separator = _SEPARATOR.match(text, position)
-            if separator:
-                pieces.append(text[start:position])
-                position = start = separator.end()
-                continue
-        character = text[position]
-        if character == "\\":
-            position += 2  # an escaped character (\\{) or the start of a command
-            continue
-        if character == "{":
-            depth += 1
-        elif character == "}":
-            depth = max(0, depth - 1)
-        position += 1
-    pieces.append(text[start:])
-    return [piece.strip() for piece in pieces if re.search(r"[A-Za-z0-9]", _TEXT_GROUP.sub("", piece))]
-
 
 # one way to read each digit (no \d+\.?\d*, which backtracks quadratically on a long run of digits)
 _SCIENTIFIC = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)[eE][+-]?\d{1,3}", re.ASCII)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from gdpo_verl.rewards.answer_lexicon import Unreadable
+from gdpo_verl.answers.value import Unreadable
 
 # Commands that apply to the atom after them (not atoms of their own).
 _FUNCTIONS = frozenset("sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh log ln lg exp sum prod".split())

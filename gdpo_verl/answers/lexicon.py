@@ -1,14 +1,14 @@
 """What a math answer may hold: every character, command and environment the reader accounts for, and where a
 subscript, a percent sign or the bare digits of a fraction may stand; and the parser that reads it.
 
-The reader (gdpo_verl/rewards/answers.py) parses a box with latex2sympy, which is lenient: it drops what it does
+The reader (gdpo_verl/answers/parsing.py) parses a box with latex2sympy, which is lenient: it drops what it does
 not know (``5 \\phantom{7}`` read as 12, ``(5 \\text{ or } 7)`` as the interval (5, 7), a subscript after a
 superscript, anything after ``\\approx``) and lexes unknown commands as pieces of known ones (``\\leftarrow`` as
 ``\\le ftarrow``). So before a piece is parsed, ``check(piece)`` reads it token by token and lets through only
 what this module names, each with the meaning the parser gives it. Anything else makes the answer not read
 (``Unreadable``: ``verify_failed``, never credited, never called wrong). A new spelling is read only once it is
 added here, with a row in the table of answers (docs/math-length.md). The words an answer may hold (units, labels)
-are in gdpo_verl/rewards/answer_words.py.
+are in gdpo_verl/answers/words.py.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import re
 from importlib import metadata
 from typing import Any
 
+from gdpo_verl.answers.value import Unreadable
 
-class Unreadable(ValueError):
-    """The text holds something the reader cannot place as values; the message says what."""
+
 
 
 # Characters outside ASCII, as the reader reads them; any other one makes the answer not read (zero-width spaces,
@@ -62,9 +62,7 @@ CHARACTERS = frozenset("0123456789.+-*/^_=<>()[]{}|,!& \t\n%")  # not ' (the par
 _TOKEN = re.compile(r"\\[A-Za-z]+|\\.|[A-Za-z]|.", re.DOTALL)
 _ENVIRONMENT = re.compile(r"\s*\{\s*([A-Za-z*]*)\s*\}")
 _WORD_ANSWER = re.compile(r"\s*\\text\{[A-Za-z' -]*\}\s*")  # a word answer, as answers._pieces writes it
-# A fraction or binomial whose arguments are bare digits: exactly two of them (\\frac12), or a digit and a group.
-_FRACTIONS = frozenset({"frac", "dfrac", "tfrac", "binom", "dbinom", "tbinom"})
-_BARE_DIGITS = re.compile(r"\s*\d\s*(?:\d(?![\d.])|[{\\])")
+_DOUBLE_FACTORIAL = re.compile(r"!\s*!")
 _PLUS_MINUS_TYPED = re.compile(r"\+\s*-|-\s*\+")  # 5 +- 2: plus or minus, or 5 + (-2)?
 _CONNECTIVE_WORD = re.compile(r"(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])")
 _AFTER_PERCENT = re.compile(r"\s*(?:$|[,)\]]|\\\}|\\right)")
@@ -76,12 +74,15 @@ def check(piece: str) -> None:
     (``(5 \\text{ or } 7)``, which the parser reads as an interval; a piece that is words alone is a word
     answer), a subscript on anything but a letter (``5^{1}_{7}``; a number in a base, ``1011_2``, is read
     before), a percent sign with a value after it (``5 % 7``: in LaTeX, the start of a comment), a ``&`` or a
-    line break outside a matrix, a fraction of bare digits other than two (``\\frac 123``)."""
+    line break outside a matrix, a double factorial (``3!!``). (A fraction's arguments are in braces by then:
+    parse._braced_arguments.)"""
     connective = _CONNECTIVE_WORD.search(piece)
     if connective:  # "(5 or 7)": math-verify's normalization would make the word a comma
         raise Unreadable(f"{piece[:80]!r}: {connective.group()!r} inside a value")
     if "==" in piece or _PLUS_MINUS_TYPED.search(piece):
         raise Unreadable(f"{piece[:80]!r}: '==', '+-' or '-+'")
+    if _DOUBLE_FACTORIAL.search(piece):  # 3!!: a double factorial (3), which the parser reads as (3!)! (720)
+        raise Unreadable(f"{piece[:80]!r}: '!!', a double factorial, which the reader does not model")
     previous = ""
     for token in _TOKEN.finditer(piece):
         text, position = token.group(), token.end()
@@ -89,9 +90,6 @@ def check(piece: str) -> None:
             name = text[1:]
             if name not in COMMANDS:
                 raise Unreadable(f"{text} is not a command the reader reads")
-            after = piece[position:].lstrip()[:1]
-            if name in _FRACTIONS and after.isdigit() and not _BARE_DIGITS.match(piece, position):
-                raise Unreadable(f"{piece[token.start():token.start() + 20]!r}: which digits are which argument?")
             if name == "text" and not _WORD_ANSWER.fullmatch(piece):
                 raise Unreadable(f"{piece[:80]!r}: words inside a value")
             if name in ("begin", "end"):

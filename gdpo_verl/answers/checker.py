@@ -1,9 +1,9 @@
-"""Answer checking (gdpo_verl.rewards.answers, on math-verify's parser) that can neither hang nor crash the reward
+"""Answer checking (gdpo_verl.answers: parsing.parse, then grading.grade) that can neither hang nor crash the reward
 worker.
 
 math-verify's own timeouts use SIGALRM, which works only in a process's main thread, and verl calls
 ``compute_score`` from a thread pool. So every check runs in a small, fixed pool of child processes
-(``python -m gdpo_verl.rewards.verifier``, talking JSON lines over pipes). A call is handed only a process that
+(``python -m gdpo_verl.answers.checker``, talking JSON lines over pipes). A call is handed only a process that
 has finished starting. Its ``Deadline`` covers waiting for a busy process and the checks; a process's start (the
 pool's first, or a replacement's) is bounded on its own, by ``STARTUP_TIMEOUT_S``, and the time a call waits for
 one moves its deadline later. A check that does not answer in time, or whose process dies, kills that process and
@@ -26,7 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gdpo_verl.rewards import answers
+from gdpo_verl.answers import grading, parsing
+from gdpo_verl.answers.guard import admission
+from gdpo_verl.answers.lexicon import check_parser
+from gdpo_verl.answers.value import Unreadable, Value
 
 logger = logging.getLogger("gdpo_verl")
 
@@ -51,7 +54,7 @@ READINGS_MAX_BITS = 3322
 class _Readings:
     """What ``read`` makes of a text, kept by the exact text in a checker process: golds repeat across the
     responses of a prompt (a GRPO group shares one), answers within them. ``get(key)`` -> ``(values, None)``, or
-    ``(None, message)`` when ``read`` raised ``answers.Unreadable`` (that outcome is kept too); any other exception
+    ``(None, message)`` when ``read`` raised ``Unreadable`` (that outcome is kept too); any other exception
     propagates and is not kept. A key is one text or a tuple of texts, compared exactly; a hit returns what the
     reading returned (values are immutable: frozen ``Value``s of sympy objects), so no verdict changes.
 
@@ -59,25 +62,25 @@ class _Readings:
     reading that holds a number over ``READINGS_MAX_BITS`` bits, or a value that is not a sympy object, is not kept.
     """
 
-    def __init__(self, read: Callable[[Any], list[answers.Value]], max_chars: int = READINGS_CHARS) -> None:
+    def __init__(self, read: Callable[[Any], list[Value]], max_chars: int = READINGS_CHARS) -> None:
         self._read, self._max_chars = read, max_chars
-        self._kept: OrderedDict[Any, tuple[tuple[answers.Value, ...] | None, str | None]] = OrderedDict()
+        self._kept: OrderedDict[Any, tuple[tuple[Value, ...] | None, str | None]] = OrderedDict()
         self._chars = 0
 
-    def get(self, key: str | tuple[str, ...]) -> tuple[list[answers.Value] | None, str | None]:
+    def get(self, key: str | tuple[str, ...]) -> tuple[list[Value] | None, str | None]:
         outcome = self._kept.get(key)
         if outcome is not None:
             self._kept.move_to_end(key)
         else:
             try:
                 outcome = (tuple(self._read(key)), None)
-            except answers.Unreadable as error:
+            except Unreadable as error:
                 outcome = (None, str(error))
             self._keep(key, outcome)
         values, unreadable = outcome
         return (None if values is None else list(values)), unreadable
 
-    def _keep(self, key: str | tuple[str, ...], outcome: tuple[tuple[answers.Value, ...] | None, str | None]) -> None:
+    def _keep(self, key: str | tuple[str, ...], outcome: tuple[tuple[Value, ...] | None, str | None]) -> None:
         chars = _chars(key)
         if chars > self._max_chars or (outcome[0] is not None and not _small(outcome[0])):
             return
@@ -96,7 +99,7 @@ def _chars(key: str | tuple[str, ...]) -> int:
     return max(1, len(key) if isinstance(key, str) else sum(map(len, key)))
 
 
-def _small(values: tuple[answers.Value, ...]) -> bool:
+def _small(values: tuple[Value, ...]) -> bool:
     """Whether every value is a sympy object (or a bare choice) whose numbers have at most READINGS_MAX_BITS bits."""
     import sympy
 
@@ -115,7 +118,7 @@ def serve() -> None:
     """Child process: read {"gold", "answers"} lines from stdin (the gold's text and the text of each box of the
     final answer), write one reply line each: "1" (the answer states the gold's values), "0" (it does not), "h"
     (it states more values than the gold: hedged), "?<reason>" (it cannot be read, or math-verify raised: no
-    verdict) or "g<reason>" (the gold cannot be read: a data error). gdpo_verl.rewards.answers has the rule.
+    verdict) or "g<reason>" (the gold cannot be read: a data error). gdpo_verl.answers.parsing has the rule.
 
     math-verify's own time limits (5 s for parsing and for verifying, on by default) are switched off: when one
     fires, math-verify answers "wrong", so a correct answer whose check is slow would be scored 0 without a trace.
@@ -127,8 +130,8 @@ def serve() -> None:
     # The guards bound every integer an answer may hold to 20,000 digits; Python's default refuses to print more
     # than 4,300, which math-verify's string comparisons do (a ValueError, which would read as "wrong").
     sys.set_int_max_str_digits(0)
-    golds = _Readings(answers.read)
-    given_answers = _Readings(lambda texts: answers.read_all(list(texts)))
+    golds = _Readings(parsing.parse)
+    given_answers = _Readings(lambda texts: parsing.parse_all(list(texts)))
 
     def judge(gold_text: str, answer_texts: list[str]) -> str:
         gold, unreadable = golds.get(gold_text)
@@ -137,7 +140,7 @@ def serve() -> None:
         given, unreadable = given_answers.get(tuple(answer_texts))
         if unreadable is not None:
             return UNDECIDED + f"the answer is not read: {unreadable}"
-        return {answers.CORRECT: CORRECT, answers.WRONG: WRONG, answers.HEDGED: HEDGED}[answers.judge(gold, given)]
+        return {grading.CORRECT: CORRECT, grading.WRONG: WRONG, grading.HEDGED: HEDGED}[grading.grade(gold, given)]
 
     # the first checks load more of sympy and math-verify: part of the start, not of a call
     judge("1", ["\\frac{\\sqrt{2}}{2}"])
@@ -182,7 +185,7 @@ class _Worker:
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gdpo_verl.rewards.verifier"],
+            [sys.executable, "-m", "gdpo_verl.answers.checker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -217,7 +220,7 @@ class _Worker:
                 # when the machine was busy, and the error said it had not started in time); the wait for its exit
                 # is part of the start's bound
                 fix = ("is math-verify installed in this environment (pip install math-verify)? Run "
-                       f"`{sys.executable} -m gdpo_verl.rewards.verifier` to see its error.")
+                       f"`{sys.executable} -m gdpo_verl.answers.checker` to see its error.")
                 try:
                     code = self.process.wait(timeout=max(0.0, min(EXIT_AFTER_CLOSE_S, deadline - time.monotonic())))
                 except subprocess.TimeoutExpired:
@@ -226,7 +229,7 @@ class _Worker:
                 raise RuntimeError(f"the math-verify checker process exited with code {code} while starting; {fix}")
             if line is not None and line != "ready":
                 raise RuntimeError(f"the math-verify checker process printed {line[:200]!r} while starting, where "
-                                   f"it prints 'ready'; run `{sys.executable} -m gdpo_verl.rewards.verifier` to see "
+                                   f"it prints 'ready'; run `{sys.executable} -m gdpo_verl.answers.checker` to see "
                                    "what it prints.")
             self.ready = line == "ready"
         return self.ready
@@ -268,7 +271,7 @@ class AnswerChecker:
     def __init__(self, workers: int = 2) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1; got {workers}.")
-        answers.check_parser()  # here, rather than in each child process as it starts
+        check_parser()  # here, rather than in each child process as it starts
         self.workers = workers
         self._changed = threading.Condition()  # a process became free, started, or failed to start
         self._free: list[_Worker] = []  # started, and no call holds them
@@ -337,6 +340,9 @@ class AnswerChecker:
         read; RuntimeError when a checker process could not start."""
         if isinstance(answers, str) or not all(isinstance(answer, str) for answer in answers):
             raise TypeError(f"answers must be a list of the boxes' texts; got {answers!r:.100}")
+        refused = admission(answers)  # the reader's own guards, here before a text of any length is sent
+        if refused is not None:
+            return Verdict(None, refused)
         self.begin()
         starts_waited = 0.0  # at most STARTUP_TIMEOUT_S in all, however many starts other calls' timeouts cause
         ticket = object()

@@ -1,4 +1,4 @@
-"""What relations between values state, read fail-closed (gdpo_verl/rewards/answers.py reads the values):
+"""What relations between values state, read fail-closed (gdpo_verl/answers/parsing.py reads the values):
 
 - an equation states a value only as unknown = value (``x = 5``), or, about different unknowns joined by commas or
   "and", a point (``x = 1, y = 2``); an equation between numbers must hold; an equation that is itself an answer
@@ -16,33 +16,14 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from gdpo_verl.rewards.answer_lexicon import Unreadable
-from gdpo_verl.rewards.answer_values import Value, is_number, same_number
+from gdpo_verl.answers.value import Unreadable
+from gdpo_verl.answers.grading import is_number, same_number
+from gdpo_verl.answers.value import Value
 
 MODULUS = re.compile(r"(?:\\pmod\s*(?:\{\s*(\d+)\s*\}|(\d+))|\\mod\s*(?:\{\s*(\d+)\s*\}|(\d+))"
                      r"|\(\s*\\(?:bmod|mod)\s*(\d+)\s*\))\s*$")
 CONGRUENT = re.compile(r"\\equiv(?![A-Za-z])")
 APPROXIMATELY = re.compile(r"\\(?:approx|thickapprox|simeq|doteq)(?![A-Za-z])")
-
-
-def top_level_split(piece: str, sign: re.Pattern) -> list[str]:
-    """``piece`` split at each ``sign`` outside brackets and braces."""
-    members, depth, start, position = [], 0, 0, 0
-    while position < len(piece):
-        found = sign.match(piece, position) if depth == 0 else None
-        if found:
-            members.append(piece[start:position])
-            position = start = found.end()
-            continue
-        if piece[position] == "\\":
-            position += 2
-            continue
-        if piece[position] in "{[(":
-            depth += 1
-        elif piece[position] in "}])":
-            depth = max(0, depth - 1)
-        position += 1
-    return [*members, piece[start:]]
 
 
 def approximated(values: list[Value], written: str) -> Value:
@@ -59,7 +40,7 @@ def approximated(values: list[Value], written: str) -> Value:
     stated = exact[0] if exact else max(numbers, key=lambda value: value.decimals or 0)
     for value in numbers:
         rounded = value.decimals is not None and value is not stated
-        if not same_number(value.expr, stated.expr, value.decimals if rounded else None, None, value.expr):
+        if not same_number(value.expr, stated.expr, value.decimals if rounded else None):
             raise Unreadable(f"{written[:80]!r}: {value.expr} is not {stated.expr} rounded")
     return stated
 
@@ -129,7 +110,7 @@ def equation_value(equations: list[Any], written: str) -> tuple[Any, Any]:
     members = list(dict.fromkeys(side for equation in equations for side in (equation.lhs, equation.rhs)))
     numbers = [member for member in members if not member.free_symbols]
     for number in numbers[1:]:
-        if not same_number(numbers[0], number, None, None, None):
+        if not same_number(numbers[0], number):
             raise Unreadable(f"{written[:80]!r} claims that {numbers[0]} equals {number}")
     unknowns = [member for member in members if isinstance(member, sympy.Symbol)]
     others = [member for member in members if member.free_symbols and not isinstance(member, sympy.Symbol)]

@@ -6,7 +6,7 @@ Its parser, latex2sympy, drops what it does not know. This reader never falls ba
 of the answer accounts for. A box's content is placed whole, or the answer is not read (``Unreadable``, with the
 reason; the reward then never credits it):
 
-- the boxes (gdpo_verl/rewards/answer_boxes.py); a box inside a box is read in place, with whatever surrounds
+- the boxes (gdpo_verl/answers/where.py); a box inside a box is read in place, with whatever surrounds
   it;
 - a box is split into pieces at the places an answer lists values, at the top level only (inside braces,
   brackets and environments nothing splits): a line break (``\\\\``, ``\\newline``, ``\\cr``), a semicolon,
@@ -17,7 +17,7 @@ reason; the reward then never credits it):
   (``\\textbf{5}`` is 5); words and numbers in one (``\\text{5 cm}``) are not read. Words are a value of their
   own when they are a whole piece (``\\text{odd}``; a number in words is not read), a unit after a value
   (``5 \\text{ cm}``, ``5 \\mathrm{~cm}^2``: a power of 2 or 3 belongs to the unit), or a label before one when
-  ``=`` or ``:`` follows (``\\text{Area} = 5``), as gdpo_verl/rewards/answer_words.py reads them; any other words
+  ``=`` or ``:`` follows (``\\text{Area} = 5``), as gdpo_verl/answers/words.py reads them; any other words
   (``5 \\text{ thousands}``, ``\\text{Wrong:} 5``) are not read;
 - a dollar sign before a value and a degree sign after it are its unit (``\\$5``, ``90^\\circ``);
 - each piece holds only what answer_lexicon accounts for (its commands, characters and environments; a subscript
@@ -41,10 +41,10 @@ reason; the reward then never credits it):
   written right after it (after a separator, a second value; between two letters, not read);
 - values equal to one another and written alike count once (answer_values.distinct).
 
-The gold is read by the same reader; gdpo_verl/rewards/answer_values.py judges the two collections.
+The gold is read by the same reader; gdpo_verl/answers/grading.py judges the two collections.
 
 Everything here imports sympy, latex2sympy2_extended and math-verify when first used; it runs in the checker
-processes of ``gdpo_verl.rewards.verifier`` (under their deadline) and in ``scripts/prepare_data.py``.
+processes of ``gdpo_verl.answers.checker`` (under their deadline) and in ``scripts/prepare_data.py``.
 """
 
 from __future__ import annotations
@@ -53,16 +53,12 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from gdpo_verl.rewards import answer_juxtaposed as juxtaposed
-from gdpo_verl.rewards import answer_lexicon as lexicon
-from gdpo_verl.rewards import answer_relations as relations
-from gdpo_verl.rewards import answer_words as words_of
-from gdpo_verl.rewards.answer_boxes import BOX, box_content, boxes, brace_group
-from gdpo_verl.rewards.answer_lexicon import ANTLR_RUNTIME, Unreadable, check_parser
-from gdpo_verl.rewards.answer_values import CORRECT, HEDGED, WRONG, Value, distinct, judge, same
-
-__all__ = ["ANTLR_RUNTIME", "CORRECT", "HEDGED", "WRONG", "Unreadable", "Value", "boxes", "check_parser", "distinct",
-           "judge", "read", "read_all", "same"]
+from gdpo_verl.answers import juxtaposed, lexicon, relations
+from gdpo_verl.answers import words as words_of
+from gdpo_verl.answers.grading import distinct
+from gdpo_verl.answers.guard import admission, plain_number
+from gdpo_verl.answers.value import Unreadable, Value
+from gdpo_verl.answers.where import BOX, box_content, brace_group, skip_space, top_level_split
 
 # ------------------------------------------------------------------------------------------------ reading
 
@@ -99,11 +95,18 @@ _FUNCTION = re.compile(r"\\(?!(?:[dt]?frac|sqrt|pi)(?![A-Za-z]))[A-Za-z]+")
 _DOLLARS = re.compile(r"\s*\\\$\s*(.+?)\s*")
 _DEGREES = re.compile(r"\s*(.+?)\s*\^\s*(?:\\circ|\{\s*\\circ\s*\})\s*")
 _WRAPPED_LETTER = re.compile(r"[\s{}]*\(\s*([A-E])\s*\)[\s{}]*")  # a choice letter left after a label or a text
-_LONE_LETTER = re.compile(r"\s*([A-E])\s*")
+_WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|textsf|textnormal|mathrm|mathbf|mathit|mathsf|mbox)\s*\{([^{}]*)\}")
+_LETTER_ALONE = re.compile(r"(?:(?i:(?:the )?(?:final |correct )?(?:answer|option|choice)(?: is)?) ?:? ?)?"
+                           r"(?:\( ?([A-E]) ?\)|([A-E]))\.?")
+_TWO_ARGUMENTS = re.compile(r"\\[dt]?(?:frac|binom)(?![A-Za-z])")
+_TOKEN = re.compile(r"\\[A-Za-z]+|\\.|[^\s{}]")  # one TeX token: a command, an escaped character, a character
+_BARE_WORD = re.compile(r"\s*([A-Za-z]{2,})\s*")
 _CHOICE_LETTER = re.compile(r"\\(?:textbf|text|mathrm|mathbf|textrm)\s*\{\s*\(?\s*([A-E])\s*\)?\s*\}|\(\s*([A-E])\s*\)"
                             r"|(?<![A-Za-z\\])([A-E])(?![A-Za-z])")
 _DECIMAL = re.compile(r"\s*[+-]?\d*\.(\d+)\s*")
 _UNKNOWN_IS = re.compile(r"^\s*[A-Za-z](?:_\{?\w+\}?)?\s*=")
+# A decimal literal: its whole part and its places.
+_LITERAL = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
 _BASE = re.compile(r"\s*(\d+)\s*_\s*\{?\s*(\d+)\s*\}?\s*")
 # A number with a percent sign, alone (perhaps named: x = 20\%): its places after the point, if any.
 _PERCENT = re.compile(r"\s*(?:[A-Za-z]\s*=\s*)?[+-]?\d*(?:\.(\d+))?\s*\\?%\s*")
@@ -115,20 +118,20 @@ _PLUS_MINUS = re.compile(r"\\(pm|mp)(?![A-Za-z])")
 _SYMBOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_{}]*'*")
 
 
-def read(text: str) -> list[Value]:
+def parse(text: str) -> list[Value]:
     """The distinct values ``text`` (a box's content, or a gold answer) states; ``Unreadable`` when some of it
-    cannot be placed."""
-    values = _read(text)
-    if not values:
-        raise Unreadable("it states no value")
-    return distinct(values)
+    cannot be placed, or when the guards refuse it (gdpo_verl/answers/guard.py)."""
+    return parse_all([text])
 
 
-def read_all(texts: list[str]) -> list[Value]:
-    """The distinct values of several boxes, as one collection."""
-    values = [value for text in texts for value in _read(text)]
+def parse_all(texts: list[str]) -> list[Value]:
+    """The distinct values of several boxes, as one collection; ``Unreadable`` as ``parse``."""
+    refused = admission(texts)
+    if refused is not None:
+        raise Unreadable(refused)
+    values = [value for text in texts for value in _read(plain_number(text))]
     if not values:
-        raise Unreadable("no box states a value")
+        raise Unreadable("it states no value" if len(texts) == 1 else "no box states a value")
     return distinct(values)
 
 
@@ -172,18 +175,52 @@ def _prepared(text: str) -> str:
         text = f"{text[:box.start()]}{{{content}}}{text[end:]}"
     else:
         raise Unreadable("boxes nested more than 8 deep")
-    text = lexicon.ascii_spelled(text)
+    text = _braced_arguments(lexicon.ascii_spelled(text))
     text = _EMPTY_SET.sub(r"\\emptyset", _DELIMITERS.sub(" ", text))
     return re.sub(r"[\s.,;:]+$", "", text).strip()
+
+
+def _braced_arguments(text: str) -> str:
+    """``text`` with each fraction's and binomial's two arguments in braces, read as TeX reads an argument written
+    without them, one token: ``\\frac 1 2``, ``\\frac12`` and ``\\frac\\pi 6`` are ``\\frac{1}{2}`` and
+    ``\\frac{\\pi}{6}``; ``\\frac 123`` is ``\\frac{1}{2}3``, which juxtaposed.py then refuses."""
+    out, position = [], 0
+    while (command := _TWO_ARGUMENTS.search(text, position)) is not None:
+        out.append(text[position:command.end()])
+        position = command.end()
+        for _ in range(2):
+            start = skip_space(text, position)
+            if start < len(text) and text[start] == "{":
+                content, position = brace_group(text, start)
+            elif (token := _TOKEN.match(text, start)) is not None:
+                content, position = token.group(), token.end()
+            else:
+                break  # no argument: the parser reports the piece
+            out.append("{" + _braced_arguments(content) + "}")
+    return "".join(out) + text[position:]
+
+
+def _letter_alone(text: str) -> str | None:
+    """The choice letter a box states alone, in any dress: ``{C}``, ``\\text{C.}``, ``\\text{Answer: } C``,
+    ``\\text{Option B}``, ``\\textbf{(C)}``: the box's text without its text commands, braces and spacing is one
+    capital letter A to E, perhaps in parentheses or followed by a point, perhaps after "answer", "option" or
+    "choice" (with "the", "final" or "correct" before and "is" or a colon after); None otherwise."""
+    for _ in range(4):
+        text, found = _WRAPPER.subn(r" \1 ", text)
+        if not found:
+            break
+    text = " ".join(_SPACING.sub(" ", text).replace("{", " ").replace("}", " ").split())
+    letter = _LETTER_ALONE.fullmatch(text)
+    return (letter.group(1) or letter.group(2)) if letter else None
 
 
 def _choice(text: str) -> list[Value] | None:
     """A multiple-choice letter, alone or with its value after it (the rest of the box, one value, nothing
     between: ``\\textbf{(C)}\\ 5``); several letters for an answer that gives several; the letter and the values
     of the rest when something lists them (``(C) \\text{ or } 7``); None when ``text`` is not one."""
-    lone = _LONE_LETTER.fullmatch(text)
+    lone = _letter_alone(text)
     if lone:
-        return [Value(choice=lone.group(1))]
+        return [Value(choice=lone)]
     found = _CHOICE.fullmatch(text)
     if not found:
         return None
@@ -342,12 +379,19 @@ def _piece_values(piece: str) -> list[Value]:
         digits, radix = base.group(1).lstrip("0") or "0", int(base.group(2))
         if not 2 <= radix <= 36 or any(int(digit, 36) >= radix for digit in digits):
             raise Unreadable(f"{piece.strip()!r} is no number in base {radix}")
-        return [Value(literal=f"{digits}_{radix}")]
+        import sympy
+
+        return [Value(sympy.Integer(int(digits, radix)), literal=f"{digits}_{radix}")]
+    word = _BARE_WORD.fullmatch(piece)
+    if word:  # letters alone: a word, as if in \\text{} (a product of unknowns would make "on" the word "no")
+        if words_of.has_number_word([word.group(1)]):
+            raise Unreadable(f"a number written in words: {word.group(1)[:80]!r}")
+        piece = f"\\text{{{word.group(1)}}}"
     modulus, piece = relations.modulus(piece)
-    congruence = relations.top_level_split(piece, relations.CONGRUENT)
+    congruence = top_level_split(piece, relations.CONGRUENT)
     if modulus is not None or len(congruence) > 1:
         return [relations.residue([_single(member, piece) for member in congruence], modulus, piece)]
-    approximation = relations.top_level_split(piece, relations.APPROXIMATELY)
+    approximation = top_level_split(piece, relations.APPROXIMATELY)
     if len(approximation) > 1:
         return [relations.approximated([_single(member, piece) for member in approximation], piece)]
     readings = _plus_minus_readings(piece)
@@ -395,6 +439,8 @@ def _parsed_values(text: str, written: str) -> list[Value]:
     except Exception as error:  # latex2sympy raises plain Exceptions for text it cannot parse
         raise Unreadable(f"{normalized[:80]!r} does not parse whole: {str(error).splitlines()[0][:80]}") from None
     _no_stray_text(expr, normalized)
+    expr = _canonical(_exact_literals(expr))
+    _no_undefined_operation(expr, normalized)
     stated = _stated(expr, normalized)
     decimals = _decimals(written)
     percent = "%" in written  # \\%, or % at the end (answer_lexicon.check)
@@ -405,8 +451,61 @@ def _parsed_values(text: str, written: str) -> list[Value]:
         value = sympy.sympify(stated[0][0]).doit()  # 14.2857 / 100, evaluated: 0.142857, with 6 places
         places = len(number.group(1) or "")
         stated, decimals = [(value, None)], {_float_key(value): places + 2} if places else {}
-    return [Value(_exact(value), decimals=decimals.get(_float_key(value)), percent=percent, unknown=unknown)
+    literals = tuple((sympy.Rational(literal.group()), len(literal.group(2))) for literal in _LITERAL.finditer(written))
+    return [Value(_exact(value), decimals=decimals.get(_float_key(value)), places=literals, percent=percent,
+                  unknown=unknown)
             for value, unknown in stated]
+
+
+def _exact_literals(expr: Any) -> Any:
+    """``expr`` with each decimal literal (a Float, as the parser reads ``0.1``) the rational it writes: numbers
+    are compared exactly (a Float made from a literal keeps every digit written)."""
+    import sympy
+
+    floats = expr.atoms(sympy.Float) if hasattr(expr, "atoms") else set()
+    return _replaced(expr, {number: sympy.Rational(str(number)) for number in floats}) if floats else expr
+
+
+def _replaced(expr: Any, mapping: dict) -> Any:
+    """``expr`` with the atoms of ``mapping`` replaced, nothing evaluated (``x \\in \\{5, 7\\}``, which the
+    parser gives as an unevaluated equation, would become False)."""
+    import sympy
+
+    with sympy.core.parameters.evaluate(False):
+        return expr.xreplace(mapping)
+
+
+def _canonical(expr: Any) -> Any:
+    """``expr`` with its unknowns as one kind of symbol (real; the parser makes them real or not by how the piece
+    looks, and a gold and an answer read apart must meet), and the letter i as the imaginary unit: no answer of a
+    math test names an unknown i, and ``2 i``, ``0.8i`` and ``e^{i\\pi}`` are numbers."""
+    import sympy
+
+    symbols = getattr(expr, "free_symbols", None)
+    if not symbols:
+        return expr
+    return _replaced(expr, {symbol: sympy.I if symbol.name == "i" else sympy.Symbol(symbol.name, real=True)
+                            for symbol in symbols if isinstance(symbol, sympy.Symbol)})
+
+
+def _no_undefined_operation(expr: Any, written: str) -> None:
+    """``Unreadable`` for what sympy evaluates into a value that the text does not state: arithmetic on infinity
+    (``\\infty^0``, which sympy makes 1; ``\\infty - \\infty``), ``0^0``, a division by zero."""
+    import sympy
+
+    infinite = (sympy.S.Infinity, sympy.S.NegativeInfinity, sympy.S.ComplexInfinity)
+    if not isinstance(expr, sympy.Basic):  # a matrix: its entries
+        nodes = [node for entry in getattr(expr, "flat", lambda: [])() for node in sympy.preorder_traversal(entry)]
+    else:
+        nodes = list(sympy.preorder_traversal(expr))
+    for node in nodes:
+        if node in (sympy.S.NaN, sympy.S.ComplexInfinity):
+            raise Unreadable(f"{written[:80]!r}: an undefined value (a division by zero)")
+        if isinstance(node, (sympy.Add, sympy.Mul, sympy.Pow, sympy.Function)) and any(
+                arg in infinite for arg in node.args):
+            raise Unreadable(f"{written[:80]!r}: arithmetic on infinity, which the reader does not model")
+        if isinstance(node, sympy.Pow) and node.args[0] == 0 and node.args[1] == 0:
+            raise Unreadable(f"{written[:80]!r}: 0^0, which the reader does not model")
 
 
 def _no_stray_text(expr: Any, normalized: str) -> None:
@@ -468,7 +567,7 @@ def _decimals(written: str) -> dict[float, int]:
 def _float_key(value: Any) -> float | None:
     import sympy
 
-    if isinstance(value, sympy.Number) and not isinstance(value, sympy.Integer):
+    if isinstance(value, sympy.Rational):
         try:
             return float(value)
         except (TypeError, OverflowError):
