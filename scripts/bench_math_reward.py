@@ -14,16 +14,17 @@ executor's size, ``min(32, cores + 4)``), and also one call at a time (the seque
 freshly made responses (new golds and answers: no scorer sees a response twice, so no reading kept from an
 earlier round helps) in slices that the scorers take in turn, the order rotating from slice to slice: four
 groups with the thread pool, one group one call at a time. So a slower or faster stretch of a shared machine falls
-on each of them. The responses are GRPO groups: ``--group`` responses per prompt, all with the prompt's gold, each
-``--chars`` characters of reasoning, ``</think>``, and a boxed answer (integers, fractions, square roots,
-multiples of pi, intervals, tuples, (a + sqrt(b)) / 2 in turn; about half correct, answers repeating within a
-group as a policy's do).
+on each of them. Two workloads: GRPO groups, ``--group`` responses per prompt, all with the prompt's gold (answers
+repeating within a group as a policy's do), and all distinct (a gold and an answer per response: nothing a scorer
+read before comes again, the floor of a scorer that keeps its readings). Each response is ``--chars`` characters of
+reasoning, ``</think>``, and a boxed answer (integers, fractions, square roots, multiples of pi, intervals,
+tuples, (a + sqrt(b)) / 2 in turn; about half correct).
 
-Prints the setup, then per reasoning length the rate of each scorer (median over the rounds [min-max]), the
+Prints the setup, then per workload and reasoning length the rate of each scorer (median over the rounds [min-max]), the
 reward's rate over verl's and the direct call's over the reward's (the median of the rounds' ratios), and how many
 verdicts differ from the intended one.
 
-    python scripts/bench_math_reward.py                       # about a minute and a half on 2 cores
+    python scripts/bench_math_reward.py                       # about three minutes on 2 cores
     python scripts/bench_math_reward.py --rounds 5 --responses 224 --chars 4000 16000
 """
 
@@ -196,13 +197,14 @@ def main() -> None:
             _timed(score, warm, pools[name])
         for counts in unchecked.values():
             counts.clear()
-        for chars in args.chars:
+        for workload, group, chars in [(workload, group, chars) for workload, group in (
+                (f"GRPO groups of {args.group}", args.group), ("all distinct", 1)) for chars in args.chars]:
             rates: dict[tuple[str, int], list[float]] = {}
             disagree = dict.fromkeys(scorers, 0)
             scored = 0
             for _ in range(args.rounds):
                 for threads, count, size in modes:
-                    batch = responses(count, chars, args.group, rng, used)
+                    batch = responses(count, chars, group, rng, used)
                     scored += count
                     seconds = dict.fromkeys(scorers, 0.0)
                     for turn, first in enumerate(range(0, count, size)):
@@ -215,7 +217,8 @@ def main() -> None:
                                                                                                    strict=True))
                     for name in scorers:
                         rates.setdefault((name, threads), []).append(count / seconds[name])
-            print(f"\n{chars} characters of reasoning, {args.rounds} rounds (answers/s: median [min-max]):")
+            print(f"\n{workload}, {chars} characters of reasoning, {args.rounds} rounds (answers/s: median "
+                  "[min-max]):")
             for threads, _, _ in modes:
                 label = f"{threads} threads" if threads > 1 else "1 thread"
                 cells = "   ".join(f"{name} {statistics.median(rates[(name, threads)]):6.1f} "

@@ -158,8 +158,9 @@ def _same_entry(gold: Value, expected: Any, answer: Value, given: Any) -> bool:
 
 
 def _places_of(entry: Any, places: tuple[tuple[Any, int], ...]) -> int | None:
+    """The places ``entry`` was written with, when it is one of the decimal literals (with its sign or not)."""
     for value, count in places:
-        if entry == value:
+        if entry == value or entry == -value:
             return count
     return None
 

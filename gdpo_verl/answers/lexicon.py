@@ -32,7 +32,7 @@ UNICODE = {
     "\u2208": "\\in ", "\u2248": "\\approx ", "\u2228": "\\lor ", "\u2227": "\\land ", "\u2192": "\\to ",
     "\u21d2": "\\Rightarrow ", "\u00b0": "^\\circ ",
     # spaces: no-break, en, em, thin, narrow no-break... (digit groups they separate are joined before:
-    # answer_guard.plain_number)
+    # guard.plain_number)
     **{space: " " for space in "\u00a0\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f"},
 }
 

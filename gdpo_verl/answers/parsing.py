@@ -20,9 +20,9 @@ reason; the reward then never credits it):
   ``=`` or ``:`` follows (``\\text{Area} = 5``), as gdpo_verl/answers/words.py reads them; any other words
   (``5 \\text{ thousands}``, ``\\text{Wrong:} 5``) are not read;
 - a dollar sign before a value and a degree sign after it are its unit (``\\$5``, ``90^\\circ``);
-- each piece holds only what answer_lexicon accounts for (its commands, characters and environments; a subscript
+- each piece holds only what lexicon.py accounts for (its commands, characters and environments; a subscript
   only on a letter: ``5^{1}_{7}`` is not read), holds no two numeric atoms side by side (``2(3)``, which the
-  parser would add: answer_juxtaposed), and must parse whole (latex2sympy, with math-verify's normalization but
+  parser would add: juxtaposed.py), and must parse whole (latex2sympy, with math-verify's normalization but
   not its removal of text); one ``\\pm`` or ``\\mp`` gives two readings, two are not read; a percent sign
   belongs to a number alone; a number with a subscript of digits is a number in that base (``1011_2``), compared
   as written;
@@ -39,7 +39,7 @@ reason; the reward then never credits it):
   (listed apart, several values); a tuple, an interval or a union of intervals, a matrix and any expression is
   one value; a multiple-choice letter (``\\textbf{(C)}\\ 5``, ``(C)``, ``C``) is one value, with the value
   written right after it (after a separator, a second value; between two letters, not read);
-- values equal to one another and written alike count once (answer_values.distinct).
+- values equal to one another and written alike count once (grading.distinct).
 
 The gold is read by the same reader; gdpo_verl/answers/grading.py judges the two collections.
 
@@ -94,7 +94,6 @@ _LISTING = re.compile(r"\\text\w*\s*\{[\s,;.]*(?:or|and)?[\s,;.]*\}|(?<![A-Za-z\
 _FUNCTION = re.compile(r"\\(?!(?:[dt]?frac|sqrt|pi)(?![A-Za-z]))[A-Za-z]+")
 _DOLLARS = re.compile(r"\s*\\\$\s*(.+?)\s*")
 _DEGREES = re.compile(r"\s*(.+?)\s*\^\s*(?:\\circ|\{\s*\\circ\s*\})\s*")
-_WRAPPED_LETTER = re.compile(r"[\s{}]*\(\s*([A-E])\s*\)[\s{}]*")  # a choice letter left after a label or a text
 _WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|textsf|textnormal|mathrm|mathbf|mathit|mathsf|mbox)\s*\{([^{}]*)\}")
 _LETTER_ALONE = re.compile(r"(?:(?i:(?:the )?(?:final |correct )?(?:answer|option|choice)(?: is)?) ?:? ?)?"
                            r"(?:\( ?([A-E]) ?\)|([A-E]))\.?")
@@ -142,8 +141,6 @@ def _read(text: str) -> list[Value]:
         return choice
     values: list[Value] = []
     pieces = _pieces(text)
-    if len(pieces) == 1 and pieces[0][2] is None and (letter := _WRAPPED_LETTER.fullmatch(pieces[0][0])):
-        return [Value(choice=letter.group(1))]  # \text{Answer: } (C), \textit{(C)}
     for piece, join, unit in pieces:
         piece, unit = _sign_unit(piece, unit)
         stated = _piece_values(piece)
@@ -166,7 +163,7 @@ def _sign_unit(piece: str, unit: str | None) -> tuple[str, str | None]:
 def _prepared(text: str) -> str:
     """``text`` with what only presents a value taken away: a box inside (read in place), display delimiters,
     ``\\left.``/``\\right.``, trailing punctuation; ``\\varnothing`` and the characters outside ASCII the reader
-    knows spelled as LaTeX reads them (answer_lexicon.UNICODE; any other is ``Unreadable``)."""
+    knows spelled as LaTeX reads them (lexicon.UNICODE; any other is ``Unreadable``)."""
     for _ in range(8):  # boxes in boxes, from the outside in
         box = BOX.search(text)
         if box is None:
@@ -443,7 +440,7 @@ def _parsed_values(text: str, written: str) -> list[Value]:
     _no_undefined_operation(expr, normalized)
     stated = _stated(expr, normalized)
     decimals = _decimals(written)
-    percent = "%" in written  # \\%, or % at the end (answer_lexicon.check)
+    percent = "%" in written  # \\%, or % at the end (lexicon.check)
     if percent:  # a percent sign belongs to one number alone: "0.2, 30\\%" or "0.2 + 0\\%" would scale the rest
         number = _PERCENT.fullmatch(written)
         if number is None or len(stated) != 1:

@@ -6,7 +6,7 @@ again. All work is on ``(B,)`` and ``(B, K)`` tensors, never ``(B, T)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import replace
 
 import torch
@@ -142,11 +142,6 @@ def reward_names(metric_names: Iterable[str]) -> list[str]:
     """The rewards that have a ``gdpo/<reward>/mean`` among ``metric_names``, sorted."""
     return sorted({name.split("/")[1] for name in metric_names
                    if name.startswith(PREFIX) and name.count("/") == 2 and name.endswith("/" + MEAN)})
-
-
-def reward_means(metrics: Mapping[str, float]) -> dict[str, float]:
-    """``{reward: gdpo/<reward>/mean}`` of a step's metrics."""
-    return {name: metrics[reward_metric(name, MEAN)] for name in reward_names(metrics)}
 
 
 def distinct_per_group(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> float:

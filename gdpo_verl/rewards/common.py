@@ -4,7 +4,6 @@ the answer part of a response begins is gdpo_verl/answers/where.py's, for every 
 from __future__ import annotations
 
 import numbers
-from typing import Any
 
 # What verl's reward managers themselves pass besides the reward_kwargs; anything else is a misspelled option.
 VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")

@@ -90,14 +90,6 @@ def test_a_room_imports_only_from_itself_and_the_floors_below(path):
     assert not up, f"{path.relative_to(PACKAGE)} ({room}, floor {FLOORS[room]}) imports from {sorted(up)}"
 
 
-def test_a_moved_module_names_where_it_went():
-    import gdpo_verl
-
-    for old, new in gdpo_verl.MOVED.items():
-        with pytest.raises(ModuleNotFoundError, match=f"{old} moved to {new}"):
-            __import__(old)
-
-
 # The product (the package, the scripts, the recipes) never refers into tests/: what a README command, a script or
 # the package runs lives outside it. scripts/test.sh is the test runner; pointing at tests/ is its job.
 ROOT = PACKAGE.parent

@@ -544,6 +544,7 @@ EXACT_VALUES = [  # values compared exactly, one comparison for every shape: eac
     ("\\begin{pmatrix}\\frac{1}{3} & \\frac{1}{2}\\end{pmatrix}", "\\begin{pmatrix}0.33 & 0.5\\end{pmatrix}", "correct"),
     ("\\begin{pmatrix}\\frac{1}{3} & \\frac{1}{2}\\end{pmatrix}", "\\begin{pmatrix}0.34 & 0.5\\end{pmatrix}", "wrong"),
     ("(\\frac{1}{3}, \\frac{1}{2})", "(0.33, 0.5)", "correct"),
+    ("(-\\frac{1}{3}, \\frac{1}{2})", "(-0.33, 0.5)", "correct"),
     ("[\\frac{1}{3}, 1]", "[0.33, 1]", "correct"),
     ("(0.0000001, 2)", "(0.0000004, 2)", "wrong"),
     # equations: the same equation, by a nonzero multiple; no rounding
