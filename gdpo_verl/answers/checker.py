@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -58,37 +58,34 @@ class _Readings:
     propagates and is not kept. A key is one text or a tuple of texts, compared exactly; a hit returns what the
     reading returned (values are immutable: frozen ``Value``s of sympy objects), so no verdict changes.
 
-    Bounded: the kept keys hold at most ``max_chars`` characters in all (the least recently used go first), and a
-    reading that holds a number over ``READINGS_MAX_BITS`` bits, or a value that is not a sympy object, is not kept.
+    Bounded (a ``cachetools.LRUCache`` weighed by its keys' characters): the kept keys hold at most ``max_chars``
+    characters in all (the least recently used go first), and a reading that holds a number over
+    ``READINGS_MAX_BITS`` bits, or a value that is not a sympy object, is not kept.
     """
 
     def __init__(self, read: Callable[[Any], list[Value]], max_chars: int = READINGS_CHARS) -> None:
-        self._read, self._max_chars = read, max_chars
-        self._kept: OrderedDict[Any, tuple[tuple[Value, ...] | None, str | None]] = OrderedDict()
-        self._chars = 0
+        import cachetools
+
+        self._read = read
+        # each entry is (the key's characters, the outcome), weighed by the first
+        self._kept: cachetools.LRUCache = cachetools.LRUCache(maxsize=max_chars, getsizeof=lambda entry: entry[0])
 
     def get(self, key: str | tuple[str, ...]) -> tuple[list[Value] | None, str | None]:
-        outcome = self._kept.get(key)
-        if outcome is not None:
-            self._kept.move_to_end(key)
+        entry = self._kept.get(key)
+        if entry is not None:
+            outcome = entry[1]
         else:
             try:
                 outcome = (tuple(self._read(key)), None)
             except Unreadable as error:
                 outcome = (None, str(error))
-            self._keep(key, outcome)
+            if outcome[0] is None or _small(outcome[0]):
+                try:
+                    self._kept[key] = (_chars(key), outcome)
+                except ValueError:  # longer than the bound on its own: not kept
+                    pass
         values, unreadable = outcome
         return (None if values is None else list(values)), unreadable
-
-    def _keep(self, key: str | tuple[str, ...], outcome: tuple[tuple[Value, ...] | None, str | None]) -> None:
-        chars = _chars(key)
-        if chars > self._max_chars or (outcome[0] is not None and not _small(outcome[0])):
-            return
-        self._kept[key] = outcome
-        self._chars += chars
-        while self._chars > self._max_chars:
-            oldest, _ = self._kept.popitem(last=False)
-            self._chars -= _chars(oldest)
 
     def __len__(self) -> int:
         return len(self._kept)
