@@ -59,7 +59,7 @@ ENVIRONMENTS = frozenset({"matrix", "pmatrix", "bmatrix"})
 ESCAPED = frozenset("{}% ,;:!")
 CHARACTERS = frozenset("0123456789.+-*/^_=<>()[]{}|,!& \t\n%")  # not ' (the parser drops primes)
 
-_TOKEN = re.compile(r"\\[A-Za-z]+|\\.|[A-Za-z]|.", re.DOTALL)
+TOKEN = re.compile(r"\\[A-Za-z]+|\\.|[A-Za-z]|.", re.DOTALL)  # one TeX token: a command, an escaped character, one more
 _ENVIRONMENT = re.compile(r"\s*\{\s*([A-Za-z*]*)\s*\}")
 _WORD_ANSWER = re.compile(r"\s*\\text\{[A-Za-z' -]*\}\s*")  # a word answer, as answers._pieces writes it
 _DOUBLE_FACTORIAL = re.compile(r"!\s*!")
@@ -84,7 +84,7 @@ def check(piece: str) -> None:
     if _DOUBLE_FACTORIAL.search(piece):  # 3!!: a double factorial (3), which the parser reads as (3!)! (720)
         raise Unreadable(f"{piece[:80]!r}: '!!', a double factorial, which the reader does not model")
     previous = ""
-    for token in _TOKEN.finditer(piece):
+    for token in TOKEN.finditer(piece):
         text, position = token.group(), token.end()
         if text.startswith("\\") and text[1:].isalpha():
             name = text[1:]

@@ -94,11 +94,11 @@ _LISTING = re.compile(r"\\text\w*\s*\{[\s,;.]*(?:or|and)?[\s,;.]*\}|(?<![A-Za-z\
 _FUNCTION = re.compile(r"\\(?!(?:[dt]?frac|sqrt|pi)(?![A-Za-z]))[A-Za-z]+")
 _DOLLARS = re.compile(r"\s*\\\$\s*(.+?)\s*")
 _DEGREES = re.compile(r"\s*(.+?)\s*\^\s*(?:\\circ|\{\s*\\circ\s*\})\s*")
-_WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|textsf|textnormal|mathrm|mathbf|mathit|mathsf|mbox)\s*\{([^{}]*)\}")
+_WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|textsf|textnormal|mathrm|mathbf|mathit|mathsf|mbox)"
+                      r"\s*\{([^{}]*)\}")
 _LETTER_ALONE = re.compile(r"(?:(?i:(?:the )?(?:final |correct )?(?:answer|option|choice)(?: is)?) ?:? ?)?"
                            r"(?:\( ?([A-E]) ?\)|([A-E]))\.?")
 _TWO_ARGUMENTS = re.compile(r"\\[dt]?(?:frac|binom)(?![A-Za-z])")
-_TOKEN = re.compile(r"\\[A-Za-z]+|\\.|[^\s{}]")  # one TeX token: a command, an escaped character, a character
 _BARE_WORD = re.compile(r"\s*([A-Za-z]{2,})\s*")
 _CHOICE_LETTER = re.compile(r"\\(?:textbf|text|mathrm|mathbf|textrm)\s*\{\s*\(?\s*([A-E])\s*\)?\s*\}|\(\s*([A-E])\s*\)"
                             r"|(?<![A-Za-z\\])([A-E])(?![A-Za-z])")
@@ -189,7 +189,7 @@ def _braced_arguments(text: str) -> str:
             start = skip_space(text, position)
             if start < len(text) and text[start] == "{":
                 content, position = brace_group(text, start)
-            elif (token := _TOKEN.match(text, start)) is not None:
+            elif (token := lexicon.TOKEN.match(text, start)) is not None:
                 content, position = token.group(), token.end()
             else:
                 break  # no argument: the parser reports the piece
