@@ -30,11 +30,10 @@ gold's rounding sets the tolerance) when they are of one kind and equal, by one 
 
 from __future__ import annotations
 
-import decimal
 import itertools
 from typing import Any
 
-from gdpo_verl.answers.value import Value
+from gdpo_verl.answers.value import Unreadable, Value
 
 CORRECT, WRONG, HEDGED = "correct", "wrong", "hedged"
 
@@ -98,14 +97,16 @@ def same(gold: Value, answer: Value) -> bool:
     if (gold.labels is not None and answer.unknown is not None) or (answer.labels is not None
                                                                      and gold.unknown is not None):
         return False  # a point (x = 5, y = 7) is no solution set (5 < x < 7)
-    if gold.unit is not None and answer.unit is not None:
-        return gold.unit == answer.unit and _same_expr(gold, answer)
+    if (gold.percent and answer.unit is not None) or (answer.percent and gold.unit is not None):
+        return False  # 30\\% is no angle, \\$5 no percentage
     for degrees, radians in ((gold, answer), (answer, gold)):
-        if degrees.unit == "degree" and radians.unit is None and _holds_pi(radians.expr):
+        if degrees.unit == "degree" and (radians.unit == "radian" or radians.unit is None and _holds_pi(radians.expr)):
             import sympy
 
             converted = Value(degrees.expr * sympy.pi / 180)  # exact: no rounded decimal survives the product
             return _same_expr(converted, answer) if degrees is gold else _same_expr(gold, converted)
+    if gold.unit is not None and answer.unit is not None:
+        return gold.unit == answer.unit and _same_expr(gold, answer)
     return _same_expr(gold, answer)
 
 
@@ -119,11 +120,12 @@ def _same_expr(gold: Value, answer: Value) -> bool:
     import sympy
 
     if is_number(gold.expr) and is_number(answer.expr):
+        gold_places, answer_places = _decimals(gold), _decimals(answer)
         # the percent sign scales from the side that has it to the side that has not: 20\% answers 0.2 and 20
         scales = ([(1, 1)] + [(1, 100)] * (answer.percent and not gold.percent)
                   + [(100, 1)] * (gold.percent and not answer.percent))
-        return any(same_number(gold.expr * gold_scale, answer.expr * answer_scale, _places(gold.decimals, gold_scale),
-                               _places(answer.decimals, answer_scale))
+        return any(same_number(gold.expr * gold_scale, answer.expr * answer_scale, _places(gold_places, gold_scale),
+                               _places(answer_places, answer_scale))
                    for gold_scale, answer_scale in scales)
     if _relational(gold.expr) != _relational(answer.expr):
         # a_n = 2n + 1 states 2n + 1, named; x + y = 5 states no value, and 5 no equation
@@ -135,10 +137,10 @@ def _same_expr(gold: Value, answer: Value) -> bool:
     entries = _vector_and_tuple(gold.expr, answer.expr) or _entries(gold.expr, answer.expr)
     if entries is not None:
         return len(entries[0]) == len(entries[1]) and all(
-            _same_entry(gold, expected, answer, given) for expected, given in zip(*entries, strict=True))
+            _same_entry(gold, expected, answer, given, entries) for expected, given in zip(*entries, strict=True))
     if isinstance(gold.expr, (sympy.FiniteSet, sympy.Union)) and type(gold.expr) is type(answer.expr):
-        return _matched(list(gold.expr.args), list(answer.expr.args),
-                        lambda expected, given: _same_entry(gold, expected, answer, given))
+        members = (list(gold.expr.args), list(answer.expr.args))
+        return _matched(*members, lambda expected, given: _same_entry(gold, expected, answer, given, members))
     if isinstance(gold.expr, sympy.core.relational.Relational) and isinstance(
             answer.expr, sympy.core.relational.Relational):
         return _same_relation(gold.expr, answer.expr)
@@ -150,19 +152,29 @@ def _same_expr(gold: Value, answer: Value) -> bool:
     return _same_symbolic(gold.expr, answer.expr)
 
 
-def _same_entry(gold: Value, expected: Any, answer: Value, given: Any) -> bool:
-    """Whether the entry ``given`` of ``answer`` is the entry ``expected`` of ``gold``, each number with the places
-    it was written with."""
-    return same(Value(expected, decimals=_places_of(expected, gold.places), places=gold.places),
-                Value(given, decimals=_places_of(given, answer.places), places=answer.places))
+def _same_entry(gold: Value, expected: Any, answer: Value, given: Any, entries: tuple[list[Any], list[Any]]) -> bool:
+    """Whether the entry ``given`` of ``answer`` is the entry ``expected`` of ``gold`` (``entries``: the two
+    containers' entries), each number with the places it was written with."""
+    def entry(value: Value, number: Any, among: list[Any]) -> Value:  # a number's places are settled here
+        if is_number(number):
+            return Value(number, decimals=places_of(number, value.places, among))
+        return Value(number, places=value.places)
+
+    return same(entry(gold, expected, entries[0]), entry(answer, given, entries[1]))
 
 
-def _places_of(entry: Any, places: tuple[tuple[Any, int], ...]) -> int | None:
-    """The places ``entry`` was written with, when it is one of the decimal literals (with its sign or not)."""
-    for value, count in places:
-        if entry == value or entry == -value:
-            return count
-    return None
+def places_of(entry: Any, places: tuple[tuple[Any, int], ...], entries: list[Any]) -> int | None:
+    """The places ``entry`` (one of ``entries``, a value or a container's) was written with: those of the decimal
+    literals equal to it (with its sign or not), when every entry equal to it is one of them (``(1.5, 1.5)``);
+    None when it is not one, or when some equal entry may be written exactly (``(1.5, \\frac{3}{2})``: which is
+    which?), or when equal literals have different places."""
+    if not places:
+        return None
+    counts = [count for value, count in places if entry == value or entry == -value]
+    equal = sum(1 for other in entries if other == entry or other == -entry)
+    if not counts or len(counts) < equal or len(set(counts)) != 1:
+        return None
+    return counts[0]
 
 
 def _same_relation(gold: Any, answer: Any) -> bool:
@@ -223,6 +235,14 @@ def _same_symbolic(gold: Any, answer: Any) -> bool:
             return False
     difference = _simplified(gold - answer)
     return difference is not None and difference == 0
+
+
+def _decimals(value: Value) -> int | None:
+    """The places of a number written as a decimal, however dressed (``x = 1.49``, ``\\textbf{1.49}``): as read,
+    or those of the decimal literal it is."""
+    if value.decimals is not None:
+        return value.decimals
+    return places_of(value.expr, value.places, [value.expr])
 
 
 def _places(decimals: int | None, scale: int) -> int | None:
@@ -311,41 +331,96 @@ def is_number(expr: Any) -> bool:
 
 
 # Significant digits a decimal needs to answer an exact gold: half a unit of its last place, relative.
-_PRECISION = decimal.Decimal("5e-6")
-# Exact numbers that are not rationals (sqrt(2), pi) are compared at 60 significant digits: two that differ agree
-# to no more than that unless they differ by less than 1e-40 of their size, which no answer of a math test writes.
-_SAME = decimal.Decimal("1e-40")
+_PRECISION = 5 * 10**-6  # (as a sympy Rational below)
 
 
 def same_number(gold: Any, answer: Any, gold_decimals: int | None = None, answer_decimals: int | None = None) -> bool:
-    """Whether the number ``answer`` answers ``gold``: equal when neither is a rounded decimal (rationals exactly;
-    other reals to 60 significant digits; complex numbers part by part); a decimal gold with ``gold_decimals``
-    places is answered by what rounds to it there (by an exact answer whose decimal expansion ends, such as
-    ``\\frac{1}{4}``, only when equal); an exact gold by a decimal of ``answer_decimals`` places that it lies within
-    half a unit of the last, with six significant digits. In sympy's numbers and exact decimal arithmetic: any size,
-    no overflow, no float rounding."""
+    """Whether the number ``answer`` answers ``gold``: equal when neither is a rounded decimal (exactly: rationals
+    by their values, other numbers when their difference is proven 0, complex numbers included); a decimal gold
+    with ``gold_decimals`` places is answered by what rounds to it there (by an exact answer whose decimal
+    expansion ends, such as ``\\frac{1}{4}``, only when equal); an exact gold by a decimal of ``answer_decimals``
+    places that it lies within half a unit of the last, with six significant digits. Rationals in exact arithmetic,
+    other numbers to as many digits as the places compared need: any size, no float rounding, no tolerance."""
     import sympy
 
     gold, answer = sympy.sympify(gold).doit(), sympy.sympify(answer).doit()
-    if isinstance(gold, sympy.Rational) and isinstance(answer, sympy.Rational) and gold_decimals is None and (
-            answer_decimals is None or gold == answer):
-        return gold == answer
-    expected, given = _decimal(gold), _decimal(answer)
-    if expected is None or given is None:  # not both real: complex numbers, equal part by part
-        parts = _complex_parts(gold), _complex_parts(answer)
-        if None in parts:
-            return False
-        return all(abs(one - other) <= _SAME * max(1, abs(one)) for one, other in zip(*parts, strict=True))
     if gold_decimals is not None:
         if answer_decimals is None and isinstance(answer, sympy.Rational) and _terminates(answer):
-            return expected == given  # \frac{1}{4} is 0.25 exactly, which a gold of 0.3 would have written
-        quantum = decimal.Decimal(1).scaleb(-gold_decimals)
-        rounded = given.quantize(quantum, rounding=decimal.ROUND_HALF_UP, context=_NUMBERS)
-        return rounded == expected.quantize(quantum, context=_NUMBERS)
-    if answer_decimals is not None:
-        half = decimal.Decimal(1).scaleb(-answer_decimals) / 2
-        return expected == given or (abs(expected - given) <= half and half <= _PRECISION * abs(expected))
-    return abs(expected - given) <= _SAME * max(1, abs(expected))
+            return gold == answer  # \frac{1}{4} is 0.25 exactly, which a gold of 0.3 would have written
+        rounded = _rounded(answer, gold_decimals)
+        return rounded is not None and rounded == _rounded(gold, gold_decimals)
+    if answer_decimals is not None and gold != answer:
+        half = sympy.Rational(1, 2 * 10**answer_decimals)
+        return (_within(gold, answer, half) and half <= sympy.Rational(_PRECISION) * abs(gold)
+                if _real(gold) else False)
+    return _equal(gold, answer)
+
+
+def _real(number: Any) -> bool:
+    return bool(getattr(number, "is_real", False)) and number.is_finite is not False
+
+
+def _equal(gold: Any, answer: Any) -> bool:
+    """Exactly equal: rationals by their values; anything else when the two agree to 50 significant digits (which
+    rejects nearly every unequal pair at once) and sympy proves their difference 0. Two that agree so far and that
+    sympy cannot prove equal or unequal are not judged (``Unreadable``: no verdict)."""
+    import sympy
+
+    if isinstance(gold, sympy.Rational) and isinstance(answer, sympy.Rational):
+        return gold == answer
+    difference = gold - answer
+    if difference == 0:
+        return True
+    digits = 60 + _magnitude(gold)
+    apart, size = sympy.N(abs(difference), digits), sympy.N(abs(gold), digits)
+    if not (isinstance(apart, sympy.Number) and isinstance(size, sympy.Number)):
+        return False
+    if apart > sympy.Float(10, digits) ** -50 * max(size, 1):
+        return False
+    proven = _simplified(difference)
+    if proven is not None and proven == 0:
+        return True
+    if proven is not None and proven.is_zero is False:
+        return False
+    raise Unreadable(f"sympy cannot decide whether {answer} equals {gold} (they agree to 50 significant digits)")
+
+
+def _magnitude(number: Any) -> int:
+    """About how many digits ``number``'s whole part has (0 for a small or non-real number)."""
+    import sympy
+
+    try:
+        value = abs(sympy.N(number, 15))
+        return int(sympy.log(value, 10).evalf(5)) + 1 if value.is_number and value > 1 else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _within(gold: Any, answer: Any, half: Any) -> bool:
+    """Whether |gold - answer| <= half, exactly for rationals, else to the digits ``half`` needs and 30 more."""
+    import sympy
+
+    difference = abs(gold - answer)
+    if isinstance(difference, sympy.Rational):
+        return difference <= half
+    digits = 30 + _magnitude(gold) + len(str(half.q))
+    return bool(sympy.N(difference, digits) <= half)
+
+
+def _rounded(number: Any, places: int) -> Any:
+    """``number`` rounded at ``places`` after the point, half away from zero, as the integer number * 10^places;
+    None when it is not a real number."""
+    import sympy
+
+    if not _real(number):
+        return None
+    scaled = number * sympy.Integer(10) ** places
+    if not isinstance(scaled, sympy.Rational):  # an irrational is never on a half: enough digits decide it
+        scaled = sympy.N(scaled, 30 + _magnitude(number) + places)
+        if not isinstance(scaled, sympy.Float):
+            return None
+    sign = -1 if scaled < 0 else 1
+    return sign * sympy.floor(abs(scaled) + sympy.Rational(1, 2))
 
 
 def _terminates(number: Any) -> bool:
@@ -357,34 +432,3 @@ def _terminates(number: Any) -> bool:
     return denominator == 1
 
 
-_NUMBERS = decimal.Context(prec=80, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
-
-
-def _decimal(number: Any) -> decimal.Decimal | None:
-    """A real sympy number as a Decimal: a rational exactly (to 80 digits), anything else to 60 significant digits;
-    None when it is not a real number."""
-    import sympy
-
-    if isinstance(number, sympy.Rational):
-        return _NUMBERS.divide(decimal.Decimal(int(number.p)), decimal.Decimal(int(number.q)))
-    value = sympy.N(number, 60)
-    if not (isinstance(value, sympy.Number) and value.is_real and value.is_finite):
-        return None
-    return _NUMBERS.create_decimal(str(value))
-
-
-def _complex_parts(number: Any) -> tuple[decimal.Decimal, decimal.Decimal] | None:
-    """A finite complex number's real and imaginary parts as Decimals (60 significant digits); None otherwise."""
-    import sympy
-
-    value = sympy.N(number, 60)
-    if not value.is_number or value.is_finite is False:
-        return None
-    real, imaginary = value.as_real_imag()
-    parts = []
-    for part in (real, imaginary):
-        part = sympy.N(part, 60)
-        if not (isinstance(part, sympy.Number) and part.is_finite):
-            return None
-        parts.append(_NUMBERS.create_decimal(str(part)))
-    return parts[0], parts[1]

@@ -101,7 +101,7 @@ def check(piece: str) -> None:
             if "\\begin" not in piece:
                 raise Unreadable(f"{piece[:80]!r}: a line break inside a value")
         elif text.startswith("\\"):
-            if text[1] not in ESCAPED:
+            if len(text) < 2 or text[1] not in ESCAPED:  # (a lone backslash at the end)
                 raise Unreadable(f"{text!r} is not a character the reader reads")
             if text[1] == "%" and not _AFTER_PERCENT.match(piece, position):
                 raise Unreadable(f"{piece[:80]!r}: a percent sign with something after it")

@@ -55,7 +55,7 @@ from typing import Any
 
 from gdpo_verl.answers import juxtaposed, lexicon, relations
 from gdpo_verl.answers import words as words_of
-from gdpo_verl.answers.grading import distinct
+from gdpo_verl.answers.grading import distinct, places_of
 from gdpo_verl.answers.guard import admission, plain_number
 from gdpo_verl.answers.value import Unreadable, Value
 from gdpo_verl.answers.where import BOX, box_content, brace_group, skip_space, top_level_split
@@ -95,23 +95,34 @@ _FUNCTION = re.compile(r"\\(?!(?:[dt]?frac|sqrt|pi)(?![A-Za-z]))[A-Za-z]+")
 _DOLLARS = re.compile(r"\s*\\\$\s*(.+?)\s*")
 _DEGREES = re.compile(r"\s*(.+?)\s*\^\s*(?:\\circ|\{\s*\\circ\s*\})\s*")
 _WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|textsf|textnormal|mathrm|mathbf|mathit|mathsf|mbox)"
-                      r"\s*\{([^{}]*)\}")
-_LETTER_ALONE = re.compile(r"(?:(?i:(?:the )?(?:final |correct )?(?:answer|option|choice)(?: is)?) ?:? ?)?"
-                           r"(?:\( ?([A-E]) ?\)|([A-E]))\.?")
+                      r"(?![A-Za-z])")
+_CHOICE_LABEL = r"(?i:(?:the )?(?:final |correct )?(?:answer|option|choice)(?: is)?) ?[:=]? ?"
+# one letter: a capital, or a small one in parentheses or after a label
+_LETTER_ALONE = re.compile(rf"(?:{_CHOICE_LABEL})?(?:\( ?([A-Ea-e]) ?\)|([A-E]))\.?|{_CHOICE_LABEL}([a-e])\.?")
+# letters only, two or more, with what lists them between: several choices
+_LETTERS = re.compile(rf"(?:{_CHOICE_LABEL})?((?:\(? ?[A-E] ?\)?|[ ,;/.&]|(?<![A-Za-z])(?:and|or)(?![A-Za-z]))+)")
 _TWO_ARGUMENTS = re.compile(r"\\[dt]?(?:frac|binom)(?![A-Za-z])")
-_BARE_WORD = re.compile(r"\s*([A-Za-z]{2,})\s*")
+_BARE_WORD = re.compile(r"\s*\{?\s*([A-Za-z]{2,})\s*\}?\s*")
+_WORD_PIECE = re.compile(r"\s*\\text\{([A-Za-z' -]*)\}\s*")  # a word value, as _pieces writes it
+# Punctuation after the value (not a spacing command's: 5\, is 5 and a thin space)
+_TRAILING = re.compile(r"(?<!\\)[\s.,;:]+$")
+# Where \infty may stand: as a whole member of a list, an interval or a relation, perhaps signed
+_INFINITY = re.compile(r"\\infty(?![A-Za-z])")
+_BEFORE_INFINITY = re.compile(r"(?:^|[(\[,=<>]|\\(?:le|leq|ge|geq|lt|gt|ne|neq|left\s*[(\[]))\s*[+-]?\s*$")
+_AFTER_INFINITY = re.compile(r"\s*(?:$|[)\],=<>]|\\(?:right|le|leq|ge|geq|lt|gt|ne|neq)(?![A-Za-z]))")
+# A logarithm's base: a whole number above 1, or a letter
+_LOG_BASE = re.compile(r"\\log\s*_\s*(?:\{\s*([^{}]*?)\s*\}|(\S))")
 _CHOICE_LETTER = re.compile(r"\\(?:textbf|text|mathrm|mathbf|textrm)\s*\{\s*\(?\s*([A-E])\s*\)?\s*\}|\(\s*([A-E])\s*\)"
                             r"|(?<![A-Za-z\\])([A-E])(?![A-Za-z])")
-_DECIMAL = re.compile(r"\s*[+-]?\d*\.(\d+)\s*")
-_UNKNOWN_IS = re.compile(r"^\s*[A-Za-z](?:_\{?\w+\}?)?\s*=")
 # A decimal literal: its whole part and its places.
 _LITERAL = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
-_BASE = re.compile(r"\s*(\d+)\s*_\s*\{?\s*(\d+)\s*\}?\s*")
+_BASE = re.compile(r"\s*([0-9A-Z]+)\s*_\s*\{?\s*(\d+)\s*\}?\s*")
 # A number with a percent sign, alone (perhaps named: x = 20\%): its places after the point, if any.
 _PERCENT = re.compile(r"\s*(?:[A-Za-z]\s*=\s*)?[+-]?\d*(?:\.(\d+))?\s*\\?%\s*")
 _EMPTY_SET = re.compile(r"\\varnothing(?![A-Za-z])|\\O(?![A-Za-z])")
 _DELIMITERS = re.compile(r"(?<!\\)\\[\[\]()]|\\left\s*\.|\\right\s*\.")  # \[ \] \( \), not the line break \\[
 _PLUS_MINUS = re.compile(r"\\(pm|mp)(?![A-Za-z])")
+_TERM = re.compile(r"[+-]|\\[pm]m(?![A-Za-z])")  # where a sum's terms meet
 # The names latex2sympy gives to what it reads (letters, Greek letters, subscripts): anything else in a symbol's
 # name is text it took in whole.
 _SYMBOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_{}]*'*")
@@ -143,6 +154,8 @@ def _read(text: str) -> list[Value]:
     pieces = _pieces(text)
     for piece, join, unit in pieces:
         piece, unit = _sign_unit(piece, unit)
+        if unit is not None and "%" in piece:
+            raise Unreadable(f"{piece[:80]!r}: a percent sign beside a unit")
         stated = _piece_values(piece)
         values += [replace(value, join=join if index == 0 else "and", unit=unit) for index, value in enumerate(stated)]
     return relations.joined_sets(relations.labelled(values))
@@ -156,6 +169,8 @@ def _sign_unit(piece: str, unit: str | None) -> tuple[str, str | None]:
         if found and not _FUNCTION.search(found.group(1)):  # \sin 30^\circ: the sign is not the value's
             if unit is not None:
                 raise Unreadable(f"{piece[:80]!r}: a unit twice")
+            if name == "degree" and len(top_level_split(found.group(1).strip().lstrip("+-"), _TERM)) > 1:
+                raise Unreadable(f"{piece[:80]!r}: a degree sign after a sum: on its last term, or on all?")
             piece, unit = found.group(1), name
     return piece, unit
 
@@ -174,7 +189,7 @@ def _prepared(text: str) -> str:
         raise Unreadable("boxes nested more than 8 deep")
     text = _braced_arguments(lexicon.ascii_spelled(text))
     text = _EMPTY_SET.sub(r"\\emptyset", _DELIMITERS.sub(" ", text))
-    return re.sub(r"[\s.,;:]+$", "", text).strip()
+    return _TRAILING.sub("", text).strip()
 
 
 def _braced_arguments(text: str) -> str:
@@ -202,13 +217,24 @@ def _letter_alone(text: str) -> str | None:
     ``\\text{Option B}``, ``\\textbf{(C)}``: the box's text without its text commands, braces and spacing is one
     capital letter A to E, perhaps in parentheses or followed by a point, perhaps after "answer", "option" or
     "choice" (with "the", "final" or "correct" before and "is" or a colon after); None otherwise."""
-    for _ in range(4):
-        text, found = _WRAPPER.subn(r" \1 ", text)
-        if not found:
-            break
-    text = " ".join(_SPACING.sub(" ", text).replace("{", " ").replace("}", " ").split())
-    letter = _LETTER_ALONE.fullmatch(text)
-    return (letter.group(1) or letter.group(2)) if letter else None
+    letter = _LETTER_ALONE.fullmatch(_undressed(text))
+    return next(group for group in letter.groups() if group).upper() if letter else None
+
+
+def _letters_alone(text: str) -> list[str] | None:
+    """The choice letters a box states when it holds letters only, two or more, and what lists them (``C D``,
+    ``{C}{D}``, ``\\text{B/C}``, ``\\text{Answer: } (B)(C)``): several values, a hedge; None otherwise."""
+    letters = _LETTERS.fullmatch(_undressed(text))
+    if letters is None or re.search(r"[A-E][A-E]", letters.group(1)):  # CD, ABC: a word, not letters listed
+        return None
+    found = re.findall(r"[A-E]", letters.group(1))
+    return found if len(found) > 1 else None
+
+
+def _undressed(text: str) -> str:
+    """``text`` without its text commands, braces and spacing, its words one space apart."""
+    text = _WRAPPER.sub(" ", text).replace("{", " ").replace("}", " ")
+    return " ".join(_SPACING.sub(" ", text).split())
 
 
 def _choice(text: str) -> list[Value] | None:
@@ -218,6 +244,9 @@ def _choice(text: str) -> list[Value] | None:
     lone = _letter_alone(text)
     if lone:
         return [Value(choice=lone)]
+    several = _letters_alone(text)
+    if several:
+        return [Value(choice=letter) for letter in dict.fromkeys(several)]
     found = _CHOICE.fullmatch(text)
     if not found:
         return None
@@ -372,18 +401,20 @@ def _pieces(text: str) -> list[tuple[str, str, str | None]]:
 def _piece_values(piece: str) -> list[Value]:
     """The values one piece states."""
     base = _BASE.fullmatch(piece)
-    if base:
+    if base and (base.group(1).isdigit() or int(base.group(2)) > 10 and len(base.group(1)) > 1):  # 1011_2, FF_{16}
         digits, radix = base.group(1).lstrip("0") or "0", int(base.group(2))
         if not 2 <= radix <= 36 or any(int(digit, 36) >= radix for digit in digits):
             raise Unreadable(f"{piece.strip()!r} is no number in base {radix}")
         import sympy
 
         return [Value(sympy.Integer(int(digits, radix)), literal=f"{digits}_{radix}")]
-    word = _BARE_WORD.fullmatch(piece)
-    if word:  # letters alone: a word, as if in \\text{} (a product of unknowns would make "on" the word "no")
-        if words_of.has_number_word([word.group(1)]):
+    word = _BARE_WORD.fullmatch(piece) or _WORD_PIECE.fullmatch(piece)
+    if word:  # a word, in \\text{} or not (as a product of unknowns, "on" would be the word "no")
+        if words_of.has_number_word(word.group(1).split()):
             raise Unreadable(f"a number written in words: {word.group(1)[:80]!r}")
-        piece = f"\\text{{{word.group(1)}}}"
+        import sympy
+
+        return [Value(sympy.Symbol(" ".join(word.group(1).lower().split()), real=True))]
     modulus, piece = relations.modulus(piece)
     congruence = top_level_split(piece, relations.CONGRUENT)
     if modulus is not None or len(congruence) > 1:
@@ -428,6 +459,8 @@ def _parsed_values(text: str, written: str) -> list[Value]:
     if not normalized:
         return []
     juxtaposed.check(normalized)  # 2(3), {3}4, 5^\\circ 7: the parser would add them
+    _no_infinity_inside(normalized)
+    _whole_logarithm_bases(normalized)
     try:
         expr = latex2sympy(normalized, is_real=not should_treat_as_complex(normalized), convert_degrees=False,
                            normalization_config=None)
@@ -436,22 +469,50 @@ def _parsed_values(text: str, written: str) -> list[Value]:
     except Exception as error:  # latex2sympy raises plain Exceptions for text it cannot parse
         raise Unreadable(f"{normalized[:80]!r} does not parse whole: {str(error).splitlines()[0][:80]}") from None
     _no_stray_text(expr, normalized)
-    expr = _canonical(_exact_literals(expr))
-    _no_undefined_operation(expr, normalized)
-    stated = _stated(expr, normalized)
-    decimals = _decimals(written)
-    percent = "%" in written  # \\%, or % at the end (lexicon.check)
+    try:  # sympy evaluating what the parser built: an error of its own is no reading (1/cot(0), a complex interval)
+        expr = _canonical(_exact_literals(expr))
+        _no_undefined_operation(expr, normalized)
+        stated = _stated(expr, normalized)
+    except Unreadable:
+        raise
+    except (ZeroDivisionError, ValueError, TypeError, AttributeError, NotImplementedError) as error:
+        raise Unreadable(f"{normalized[:80]!r}: sympy cannot evaluate it ({type(error).__name__}: "
+                         f"{str(error).splitlines()[0][:60] if str(error) else ''})") from None
+    literals = tuple((sympy.Rational(literal.group()), len(literal.group(2))) for literal in _LITERAL.finditer(written))
+    percent, percent_places = "%" in written, None  # \\%, or % at the end (lexicon.check)
     if percent:  # a percent sign belongs to one number alone: "0.2, 30\\%" or "0.2 + 0\\%" would scale the rest
         number = _PERCENT.fullmatch(written)
         if number is None or len(stated) != 1:
             raise Unreadable(f"{written[:80]!r}: a percent sign is read on a number alone")
         value = sympy.sympify(stated[0][0]).doit()  # 14.2857 / 100, evaluated: 0.142857, with 6 places
         places = len(number.group(1) or "")
-        stated, decimals = [(value, None)], {_float_key(value): places + 2} if places else {}
-    literals = tuple((sympy.Rational(literal.group()), len(literal.group(2))) for literal in _LITERAL.finditer(written))
-    return [Value(_exact(value), decimals=decimals.get(_float_key(value)), places=literals, percent=percent,
-                  unknown=unknown)
-            for value, unknown in stated]
+        stated, percent_places, literals = [(value, None)], (places + 2 if places else None), ()
+    values = []
+    for value, unknown in stated:
+        value = _exact(value)
+        decimals = percent_places if percent else places_of(value, literals, [value])
+        values.append(Value(value, decimals=decimals, places=literals, percent=percent, unknown=unknown))
+    return values
+
+
+def _no_infinity_inside(normalized: str) -> None:
+    """``Unreadable`` for a ``\\infty`` anywhere but alone (perhaps signed) as a value, a member of a list, an
+    interval's end or a side of a relation: inside an expression sympy evaluates it into a number the text does not
+    state (``e^{-\\infty}`` is 0, ``\\infty^0`` 1)."""
+    for infinity in _INFINITY.finditer(normalized):
+        if not (_BEFORE_INFINITY.search(normalized[:infinity.start()])
+                and _AFTER_INFINITY.match(normalized, infinity.end())):
+            raise Unreadable(f"{normalized[:80]!r}: \\infty inside an expression, which the reader does not model")
+
+
+def _whole_logarithm_bases(normalized: str) -> None:
+    """``Unreadable`` for a logarithm whose base is not a whole number above 1 or a letter (``\\log_0 7``, which
+    sympy makes 0; ``\\log_1 5``)."""
+    for base in _LOG_BASE.finditer(normalized):
+        written = (base.group(1) or base.group(2) or "").strip()
+        if not (re.fullmatch(r"[A-Za-z]", written) or written.isdigit() and int(written) >= 2):
+            raise Unreadable(f"{normalized[:80]!r}: a logarithm to the base {written[:20]!r}, which the reader reads "
+                             "only for a whole number above 1 or a letter")
 
 
 def _exact_literals(expr: Any) -> Any:
@@ -480,9 +541,34 @@ def _canonical(expr: Any) -> Any:
 
     symbols = getattr(expr, "free_symbols", None)
     if not symbols:
+        return _real_roots(expr)
+    return _real_roots(_replaced(expr, {symbol: sympy.I if symbol.name == "i" else sympy.Symbol(symbol.name, real=True)
+                            for symbol in symbols if isinstance(symbol, sympy.Symbol)}))
+
+
+def _real_roots(expr: Any) -> Any:
+    """``expr`` with an odd root of a negative number the real root (``\\sqrt[3]{-8}`` is -2, as a math test
+    means it; sympy's principal root is 1 + sqrt(3) i)."""
+    import sympy
+
+    def odd_root_of_a_negative(node: Any) -> bool:
+        return (isinstance(node, sympy.Pow) and node.base.is_number and node.base.is_negative is True
+                and isinstance(node.exp, sympy.Rational) and not isinstance(node.exp, sympy.Integer)
+                and node.exp.q % 2 == 1)
+
+    if not hasattr(expr, "replace") or not any(odd_root_of_a_negative(node) for node in _nodes(expr)):
         return expr
-    return _replaced(expr, {symbol: sympy.I if symbol.name == "i" else sympy.Symbol(symbol.name, real=True)
-                            for symbol in symbols if isinstance(symbol, sympy.Symbol)})
+    with sympy.core.parameters.evaluate(False):
+        return expr.replace(odd_root_of_a_negative, lambda node: (-1) ** node.exp.p * (-node.base) ** node.exp)
+
+
+def _nodes(expr: Any) -> list[Any]:
+    """Every node of ``expr`` (of each entry, for a matrix)."""
+    import sympy
+
+    if not isinstance(expr, sympy.Basic):
+        return [node for entry in getattr(expr, "flat", lambda: [])() for node in sympy.preorder_traversal(entry)]
+    return list(sympy.preorder_traversal(expr))
 
 
 def _no_undefined_operation(expr: Any, written: str) -> None:
@@ -491,18 +577,17 @@ def _no_undefined_operation(expr: Any, written: str) -> None:
     import sympy
 
     infinite = (sympy.S.Infinity, sympy.S.NegativeInfinity, sympy.S.ComplexInfinity)
-    if not isinstance(expr, sympy.Basic):  # a matrix: its entries
-        nodes = [node for entry in getattr(expr, "flat", lambda: [])() for node in sympy.preorder_traversal(entry)]
-    else:
-        nodes = list(sympy.preorder_traversal(expr))
-    for node in nodes:
+    for node in _nodes(expr):
         if node in (sympy.S.NaN, sympy.S.ComplexInfinity):
             raise Unreadable(f"{written[:80]!r}: an undefined value (a division by zero)")
         if isinstance(node, (sympy.Add, sympy.Mul, sympy.Pow, sympy.Function)) and any(
                 arg in infinite for arg in node.args):
             raise Unreadable(f"{written[:80]!r}: arithmetic on infinity, which the reader does not model")
-        if isinstance(node, sympy.Pow) and node.args[0] == 0 and node.args[1] == 0:
-            raise Unreadable(f"{written[:80]!r}: 0^0, which the reader does not model")
+        if isinstance(node, sympy.Pow) and node.args[0].doit() == 0 and node.args[1].doit().is_nonpositive:
+            raise Unreadable(f"{written[:80]!r}: 0^0, or a division by zero, which the reader does not model")
+        if isinstance(node, sympy.Function) and node.is_number and node.doit().has(
+                sympy.S.ComplexInfinity, sympy.S.NaN):  # \cot 0, \csc 0: a pole
+            raise Unreadable(f"{written[:80]!r}: a function at a pole, which the reader does not model")
 
 
 def _no_stray_text(expr: Any, normalized: str) -> None:
@@ -543,33 +628,6 @@ def _stated(expr: Any, written: str) -> list[tuple[Any, Any]]:
         except (NotImplementedError, TypeError, ValueError):  # sympy cannot solve it: the inequality as written
             return [(expr, None)]
     return [(expr, None)]
-
-
-def _decimals(written: str) -> dict[float, int]:
-    """Places after the point of each decimal literal of a piece that is a decimal or a comma list of them (each
-    perhaps written ``x = 0.5``), read from the text as written (math-verify's normalization writes 0.5 as
-    \\frac{1}{2})."""
-    found = {}
-    for part in written.replace("\\%", "").split(","):
-        part = _UNKNOWN_IS.sub("", part)
-        literal = _DECIMAL.fullmatch(part)
-        if literal is None:
-            if not re.fullmatch(r"\s*[+-]?\d+\s*", part):
-                return {}
-            continue
-        found[float(part)] = len(literal.group(1))
-    return found
-
-
-def _float_key(value: Any) -> float | None:
-    import sympy
-
-    if isinstance(value, sympy.Rational):
-        try:
-            return float(value)
-        except (TypeError, OverflowError):
-            return None
-    return None
 
 
 def _exact(value: Any) -> Any:

@@ -541,7 +541,8 @@ EXACT_VALUES = [  # values compared exactly, one comparison for every shape: eac
     ("1.5 \\times 10^{3}", "1501", "wrong"),
     # containers: no six-place rounding; a rounded gold's tolerance inside every container alike
     ("\\begin{pmatrix}0.0000004\\end{pmatrix}", "\\begin{pmatrix}0.0000001\\end{pmatrix}", "wrong"),
-    ("\\begin{pmatrix}\\frac{1}{3} & \\frac{1}{2}\\end{pmatrix}", "\\begin{pmatrix}0.33 & 0.5\\end{pmatrix}", "correct"),
+    ("\\begin{pmatrix}\\frac{1}{3} & \\frac{1}{2}\\end{pmatrix}", "\\begin{pmatrix}0.33 & 0.5\\end{pmatrix}",
+     "correct"),
     ("\\begin{pmatrix}\\frac{1}{3} & \\frac{1}{2}\\end{pmatrix}", "\\begin{pmatrix}0.34 & 0.5\\end{pmatrix}", "wrong"),
     ("(\\frac{1}{3}, \\frac{1}{2})", "(0.33, 0.5)", "correct"),
     ("(-\\frac{1}{3}, \\frac{1}{2})", "(-0.33, 0.5)", "correct"),
@@ -604,8 +605,59 @@ GRADER_FORMS = [  # forms a grader accepts: each row was scored wrong or not rea
     ("101_2", "101_2", "correct"),
 ]
 
+SIXTH_PASS = [  # an independent adversarial pass on the exact comparison (1,107 answers): each row scored otherwise
+    # before its fix
+    # no tolerance for irrational or complex numbers, and none beyond 80 digits
+    ("\\sqrt{2} + 10^{-45}", "\\sqrt{2}", "wrong"),
+    ("\\pi + \\frac{1}{10^{50}}", "\\pi", "wrong"),
+    ("\\frac{\\pi}{10^{50}}", "0", "wrong"),
+    ("10^{60} + 10^{15}\\pi", "10^{60}", "wrong"),
+    ("1 + 10^{-50} i", "1", "wrong"),
+    ("1 + (1+10^{-45})i", "1 + i", "wrong"),
+    ("(1, \\sqrt{2}+10^{-45})", "(1, \\sqrt{2})", "wrong"),
+    ("5, 5 + 10^{-50}\\pi", "5", "hedged"),
+    ("0." + "9" * 92, "1", "wrong"),
+    ("1", "1." + "0" * 89 + "1", "wrong"),
+    # what sympy evaluated before the reader saw it: infinity inside an expression, 0^0, a pole, a log's base
+    ("e^{-\\infty}", "0", "unread"),
+    ("e^{\\infty}", "\\infty", "unread"),
+    ("(5, e^{-\\infty})", "(5, 0)", "unread"),
+    ("0^{1-1}", "1", "unread"),
+    ("(\\pi - \\pi)^0", "1", "unread"),
+    ("\\log_0 7 + 5", "5", "unread"),
+    ("\\cot 0", "\\infty", "unread"),
+    ("\\csc 0", "\\infty", "unread"),
+    # an exact entry does not take the places of an equal decimal elsewhere in its container
+    ("(1.5, 1.54)", "(1.5, \\frac{3}{2})", "wrong"),
+    ("(2.04, 2.0)", "(2, 2.0)", "wrong"),
+    ("(1, 1.04)", "(1.0, 1)", "wrong"),
+    # a percent sign and a unit do not mix
+    ("30\\%", "30^\\circ", "wrong"),
+    ("\\$5", "5\\%", "wrong"),
+    ("\\$5\\%", "5", "unread"),
+    ("\\text{Fri day}", "\\text{Friday}", "wrong"),
+    ("\\text{ABC}", "\\text{CBA}", "wrong"),
+    # correct forms scored wrong before
+    ("\\sqrt[3]{-8}", "-2", "correct"),
+    ("x = 1.414214", "\\sqrt{2}", "correct"),
+    ("\\textbf{1.49}", "1.5", "correct"),
+    ("\\frac{\\pi}{6} \\text{ rad}", "30^\\circ", "correct"),
+    ("\\pi + 30^\\circ", "\\frac{7\\pi}{6}", "unread"),
+    ("\\text{Answer} = C", "C", "correct"),
+    ("\\text{{C}}", "C", "correct"),
+    ("\\text{(c)}", "C", "correct"),
+    ("FF_{16}", "255", "correct"),
+    ("C D", "C", "hedged"),
+    ("\\text{Option B, C}", "B", "hedged"),
+    ("CD", "C", "wrong"),
+    # errors of sympy's own, before: a spacing command at the end, a complex interval
+    ("5\\,", "5", "correct"),
+    ("\\frac{1}{2}\\,", "0.5", "correct"),
+    ("(i, 2)", "(1, 2)", "unread"),
+]
+
 TABLE = (HEDGES + SEVERAL_BOXES + LISTS_SETS_INTERVALS_TUPLES + CHOICES + PLAIN + FROM_REVIEW + MEANING + SECOND_PASS
-         + THIRD_PASS + FOURTH_PASS + EXACT_VALUES + GRADER_FORMS)
+         + THIRD_PASS + FOURTH_PASS + EXACT_VALUES + GRADER_FORMS + SIXTH_PASS)
 OUTCOMES = {"correct": (1.0, 0.0, 0.0), "hedged": (0.0, 1.0, 0.0), "wrong": (0.0, 0.0, 0.0), "unread": (0.0, 0.0, 1.0)}
 REWARD = MathLengthReward()
 
