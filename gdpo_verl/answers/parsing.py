@@ -122,6 +122,11 @@ _PERCENT = re.compile(r"\s*(?:[A-Za-z]\s*=\s*)?[+-]?\d*(?:\.(\d+))?\s*\\?%\s*")
 _EMPTY_SET = re.compile(r"\\varnothing(?![A-Za-z])|\\O(?![A-Za-z])")
 _DELIMITERS = re.compile(r"(?<!\\)\\[\[\]()]|\\left\s*\.|\\right\s*\.")  # \[ \] \( \), not the line break \\[
 _PLUS_MINUS = re.compile(r"\\(pm|mp)(?![A-Za-z])")
+# A plain number: a whole number or a decimal, or a fraction of whole numbers, perhaps signed (no more than 300
+# digits: the guards bound what a parse may build, not what this reads)
+_PLAIN_NUMBER = re.compile(r"\s*(?P<sign>[+-]?)\s*(?:(?P<decimal>\d{1,300}(?:\.\d{1,300})?|\.\d{1,300})"
+                           r"|\\[dt]?frac\{\s*(?P<numerator>\d{1,300})\s*\}\{\s*(?P<denominator>\d{1,300})\s*\}"
+                           r"|(?P<over>\d{1,300})\s*/\s*(?P<under>\d{1,300}))\s*")
 _TERM = re.compile(r"[+-]|\\[pm]m(?![A-Za-z])")  # where a sum's terms meet
 # The names latex2sympy gives to what it reads (letters, Greek letters, subscripts): anything else in a symbol's
 # name is text it took in whole.
@@ -400,6 +405,9 @@ def _pieces(text: str) -> list[tuple[str, str, str | None]]:
 
 def _piece_values(piece: str) -> list[Value]:
     """The values one piece states."""
+    number = _plain_number(piece)
+    if number is not None:
+        return [number]
     base = _BASE.fullmatch(piece)
     if base and (base.group(1).isdigit() or int(base.group(2)) > 10 and len(base.group(1)) > 1):  # 1011_2, FF_{16}
         digits, radix = base.group(1).lstrip("0") or "0", int(base.group(2))
@@ -424,6 +432,29 @@ def _piece_values(piece: str) -> list[Value]:
         return [relations.approximated([_single(member, piece) for member in approximation], piece)]
     readings = _plus_minus_readings(piece)
     return [value for reading in readings for value in _parsed_values(reading, piece)]
+
+
+def _plain_number(piece: str) -> Value | None:
+    """The value of a piece that is a plain number: a whole number, a decimal or a fraction of whole numbers
+    (``-12``, ``0.25``, ``\\frac{3}{4}``, ``-\\dfrac{3}{4}``, ``3/4``), read without the parser (nearly all of a
+    check's time is its parse, and most answers are such numbers); the very value the parser's reading gives
+    (``test_a_plain_number_is_read_as_the_parser_reads_it``). None for anything else."""
+    found = _PLAIN_NUMBER.fullmatch(piece)
+    if found is None:
+        return None
+    import sympy
+
+    sign = -1 if found.group("sign") == "-" else 1
+    if found.group("decimal") is not None:
+        literal = found.group("decimal")
+        value = sign * sympy.Rational(literal)
+        places = ((sympy.Rational(literal), len(literal.partition(".")[2])),) if "." in literal else ()
+        return Value(value, decimals=places_of(value, places, [value]), places=places)
+    numerator = int(found.group("numerator") or found.group("over"))
+    denominator = int(found.group("denominator") or found.group("under"))
+    if denominator == 0:
+        return None  # the parser's reading says why it is not read
+    return Value(sign * sympy.Rational(numerator, denominator))
 
 
 def _single(member: str, written: str) -> Value:
