@@ -46,7 +46,8 @@ COMMANDS = frozenset(
     "left right big Big bigg Bigg bigl bigr Bigl Bigr lfloor rfloor lceil rceil lvert rvert vert "
     "begin end text "
     "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi rho sigma "
-    "tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Phi Psi Omega".split()
+    "tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Sigma Phi Psi Omega".split()  # not \Pi: the
+    # parser reads it as the number pi
 )
 # Commands a subscript may follow (a letter may too): \\log_2 8, \\sum_{k=1}, \\alpha_1.
 SUBSCRIPTED = frozenset({"log", "sum", "prod"}) | {name for name in COMMANDS if name.lower() in {
@@ -59,10 +60,14 @@ ENVIRONMENTS = frozenset({"matrix", "pmatrix", "bmatrix"})
 ESCAPED = frozenset("{}% ,;:!")
 CHARACTERS = frozenset("0123456789.+-*/^_=<>()[]{}|,!& \t\n%")  # not ' (the parser drops primes)
 
+# Spacing commands, read as spaces (a line break, \\\\, is kept: it lists values)
+SPACING = re.compile(r"(\\\\)|\\[ ,;:!>]|~|\\(?:quad|qquad|thinspace|medspace|thickspace|displaystyle|textstyle)"
+                     r"(?![A-Za-z])")
 TOKEN = re.compile(r"\\[A-Za-z]+|\\.|[A-Za-z]|.", re.DOTALL)  # one TeX token: a command, an escaped character, one more
 _ENVIRONMENT = re.compile(r"\s*\{\s*([A-Za-z*]*)\s*\}")
-_WORD_ANSWER = re.compile(r"\s*\\text\{[A-Za-z' -]*\}\s*")  # a word answer, as answers._pieces writes it
+_WORD_ANSWER = re.compile(r"\s*\\text\{[A-Za-z' -]*\}\s*")  # a word answer, as parsing._pieces writes it
 _DOUBLE_FACTORIAL = re.compile(r"!\s*!")
+_SCIENTIFIC = re.compile(r"(?<![A-Za-z\\])\d*\.?\d+[eE][+-]?\d")
 _PLUS_MINUS_TYPED = re.compile(r"\+\s*-|-\s*\+")  # 5 +- 2: plus or minus, or 5 + (-2)?
 _CONNECTIVE_WORD = re.compile(r"(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])")
 _AFTER_PERCENT = re.compile(r"\s*(?:$|[,)\]]|\\\}|\\right)")
@@ -81,6 +86,8 @@ def check(piece: str) -> None:
         raise Unreadable(f"{piece[:80]!r}: {connective.group()!r} inside a value")
     if "==" in piece or _PLUS_MINUS_TYPED.search(piece):
         raise Unreadable(f"{piece[:80]!r}: '==', '+-' or '-+'")
+    if _SCIENTIFIC.search(piece):  # a whole box in scientific notation is written out before (guard.plain_number)
+        raise Unreadable(f"{piece[:80]!r}: scientific notation inside a value (2e3: 2000, or 2 * e * 3?)")
     if _DOUBLE_FACTORIAL.search(piece):  # 3!!: a double factorial (3), which the parser reads as (3!)! (720)
         raise Unreadable(f"{piece[:80]!r}: '!!', a double factorial, which the reader does not model")
     previous = ""
@@ -114,6 +121,8 @@ def check(piece: str) -> None:
         elif text == "&":
             if "\\begin" not in piece:
                 raise Unreadable(f"{piece[:80]!r}: '&' outside a matrix")
+        elif text == "I":  # the parser reads it as the imaginary unit and drops its scripts (I^2 is i)
+            raise Unreadable(f"{piece[:80]!r}: a capital I, which the parser reads as i whatever follows it")
         elif not (text.isascii() and (text.isalpha() or text in CHARACTERS)):
             raise Unreadable(f"{text!r} (U+{ord(text[0]):04X}) is not a character the reader reads")
         if not text.isspace():

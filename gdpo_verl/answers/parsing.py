@@ -24,8 +24,9 @@ reason; the reward then never credits it):
   only on a letter: ``5^{1}_{7}`` is not read), holds no two numeric atoms side by side (``2(3)``, which the
   parser would add: juxtaposed.py), and must parse whole (latex2sympy, with math-verify's normalization but
   not its removal of text); one ``\\pm`` or ``\\mp`` gives two readings, two are not read; a percent sign
-  belongs to a number alone; a number with a subscript of digits is a number in that base (``1011_2``), compared
-  as written;
+  belongs to a number alone; a number with a subscript of digits is a number in that base (``1011_2``); what the
+  reading means is made exact and defined by gdpo_verl/answers/meaning.py (decimals as rationals, i, odd roots;
+  infinity, 0^0 and poles not read); a plain number is read without the parser (meaning.plain_number_value);
 - a piece states values: a set (a union of sets of values included; a set of sets is not read) or a comma list
   states each of its elements; ``x = v`` states v when every equation of the answer is about the same one
   unknown; equations about different unknowns joined by commas or "and" (``x = 1, y = 2``) state one point, its
@@ -37,8 +38,9 @@ reason; the reward then never credits it):
   its modulus, when v is from 0 to m - 1. An inequality in one unknown states its solution set (``x \\geq 3`` is
   ``[3, \\infty)``), and such sets joined by "or" make their union, by "and" (or a comma) their intersection
   (listed apart, several values); a tuple, an interval or a union of intervals, a matrix and any expression is
-  one value; a multiple-choice letter (``\\textbf{(C)}\\ 5``, ``(C)``, ``C``) is one value, with the value
-  written right after it (after a separator, a second value; between two letters, not read);
+  one value; a multiple-choice letter (``\\textbf{(C)}\\ 5``, ``(C)``, ``C``, and any dress of one letter:
+  gdpo_verl/answers/choices.py) is one value, with the value written right after it (after a separator, a second
+  value; between two letters, not read); letters listed are several values;
 - values equal to one another and written alike count once (grading.distinct).
 
 The gold is read by the same reader; gdpo_verl/answers/grading.py judges the two collections.
@@ -53,7 +55,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from gdpo_verl.answers import juxtaposed, lexicon, relations
+from gdpo_verl.answers import choices, juxtaposed, lexicon, meaning, relations
 from gdpo_verl.answers import words as words_of
 from gdpo_verl.answers.grading import distinct, places_of
 from gdpo_verl.answers.guard import admission, plain_number
@@ -73,8 +75,6 @@ _SEPARATOR = re.compile(
 # A space (or a spacing command) between two number literals: two values, not a mixed number. The first number
 # stands alone (not a subscript, an exponent or part of a name: \log_2 8 is one value).
 _NUMBER_GAP = re.compile(r"(?<![\w^_.\\])(\d+(?:\.\d*)?)(?:\s|~|\\[ ,;:!]|\\(?:quad|qquad)(?![A-Za-z]))+(?=[+-]?\.?\d)")
-_SPACING = re.compile(r"(\\\\)|\\[ ,;:!>]|~|\\(?:quad|qquad|thinspace|medspace|thickspace|displaystyle|textstyle)"
-                      r"(?![A-Za-z])")  # (a line break, \\\\, is kept)
 _TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|textsf|textnormal|mathrm|mathbf|mathit|mathsf|mbox"
                    r"|operatorname|boldsymbol)\s*(?=\{)")
 _WORD = re.compile(r"[A-Za-z]+(?:['-][A-Za-z]+)*")
@@ -94,39 +94,19 @@ _LISTING = re.compile(r"\\text\w*\s*\{[\s,;.]*(?:or|and)?[\s,;.]*\}|(?<![A-Za-z\
 _FUNCTION = re.compile(r"\\(?!(?:[dt]?frac|sqrt|pi)(?![A-Za-z]))[A-Za-z]+")
 _DOLLARS = re.compile(r"\s*\\\$\s*(.+?)\s*")
 _DEGREES = re.compile(r"\s*(.+?)\s*\^\s*(?:\\circ|\{\s*\\circ\s*\})\s*")
-_WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|textsf|textnormal|mathrm|mathbf|mathit|mathsf|mbox)"
-                      r"(?![A-Za-z])")
-_CHOICE_LABEL = r"(?i:(?:the )?(?:final |correct )?(?:answer|option|choice)(?: is)?) ?[:=]? ?"
-# one letter: a capital, or a small one in parentheses or after a label
-_LETTER_ALONE = re.compile(rf"(?:{_CHOICE_LABEL})?(?:\( ?([A-Ea-e]) ?\)|([A-E]))\.?|{_CHOICE_LABEL}([a-e])\.?")
-# letters only, two or more, with what lists them between: several choices
-_LETTERS = re.compile(rf"(?:{_CHOICE_LABEL})?((?:\(? ?[A-E] ?\)?|[ ,;/.&]|(?<![A-Za-z])(?:and|or)(?![A-Za-z]))+)")
 _TWO_ARGUMENTS = re.compile(r"\\[dt]?(?:frac|binom)(?![A-Za-z])")
 _BARE_WORD = re.compile(r"\s*\{?\s*([A-Za-z]{2,})\s*\}?\s*")
 _WORD_PIECE = re.compile(r"\s*\\text\{([A-Za-z' -]*)\}\s*")  # a word value, as _pieces writes it
 # Punctuation after the value (not a spacing command's: 5\, is 5 and a thin space)
 _TRAILING = re.compile(r"(?<!\\)[\s.,;:]+$")
-# Where \infty may stand: as a whole member of a list, an interval or a relation, perhaps signed
-_INFINITY = re.compile(r"\\infty(?![A-Za-z])")
-_BEFORE_INFINITY = re.compile(r"(?:^|[(\[,=<>]|\\(?:le|leq|ge|geq|lt|gt|ne|neq|left\s*[(\[]))\s*[+-]?\s*$")
-_AFTER_INFINITY = re.compile(r"\s*(?:$|[)\],=<>]|\\(?:right|le|leq|ge|geq|lt|gt|ne|neq)(?![A-Za-z]))")
-# A logarithm's base: a whole number above 1, or a letter
-_LOG_BASE = re.compile(r"\\log\s*_\s*(?:\{\s*([^{}]*?)\s*\}|(\S))")
 _CHOICE_LETTER = re.compile(r"\\(?:textbf|text|mathrm|mathbf|textrm)\s*\{\s*\(?\s*([A-E])\s*\)?\s*\}|\(\s*([A-E])\s*\)"
                             r"|(?<![A-Za-z\\])([A-E])(?![A-Za-z])")
-# A decimal literal: its whole part and its places.
-_LITERAL = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
 _BASE = re.compile(r"\s*([0-9A-Z]+)\s*_\s*\{?\s*(\d+)\s*\}?\s*")
 # A number with a percent sign, alone (perhaps named: x = 20\%): its places after the point, if any.
 _PERCENT = re.compile(r"\s*(?:[A-Za-z]\s*=\s*)?[+-]?\d*(?:\.(\d+))?\s*\\?%\s*")
 _EMPTY_SET = re.compile(r"\\varnothing(?![A-Za-z])|\\O(?![A-Za-z])")
 _DELIMITERS = re.compile(r"(?<!\\)\\[\[\]()]|\\left\s*\.|\\right\s*\.")  # \[ \] \( \), not the line break \\[
 _PLUS_MINUS = re.compile(r"\\(pm|mp)(?![A-Za-z])")
-# A plain number: a whole number or a decimal, or a fraction of whole numbers, perhaps signed (no more than 300
-# digits: the guards bound what a parse may build, not what this reads)
-_PLAIN_NUMBER = re.compile(r"\s*(?P<sign>[+-]?)\s*(?:(?P<decimal>\d{1,300}(?:\.\d{1,300})?|\.\d{1,300})"
-                           r"|\\[dt]?frac\{\s*(?P<numerator>\d{1,300})\s*\}\{\s*(?P<denominator>\d{1,300})\s*\}"
-                           r"|(?P<over>\d{1,300})\s*/\s*(?P<under>\d{1,300}))\s*")
 _TERM = re.compile(r"[+-]|\\[pm]m(?![A-Za-z])")  # where a sum's terms meet
 # The names latex2sympy gives to what it reads (letters, Greek letters, subscripts): anything else in a symbol's
 # name is text it took in whole.
@@ -217,39 +197,14 @@ def _braced_arguments(text: str) -> str:
     return "".join(out) + text[position:]
 
 
-def _letter_alone(text: str) -> str | None:
-    """The choice letter a box states alone, in any dress: ``{C}``, ``\\text{C.}``, ``\\text{Answer: } C``,
-    ``\\text{Option B}``, ``\\textbf{(C)}``: the box's text without its text commands, braces and spacing is one
-    capital letter A to E, perhaps in parentheses or followed by a point, perhaps after "answer", "option" or
-    "choice" (with "the", "final" or "correct" before and "is" or a colon after); None otherwise."""
-    letter = _LETTER_ALONE.fullmatch(_undressed(text))
-    return next(group for group in letter.groups() if group).upper() if letter else None
-
-
-def _letters_alone(text: str) -> list[str] | None:
-    """The choice letters a box states when it holds letters only, two or more, and what lists them (``C D``,
-    ``{C}{D}``, ``\\text{B/C}``, ``\\text{Answer: } (B)(C)``): several values, a hedge; None otherwise."""
-    letters = _LETTERS.fullmatch(_undressed(text))
-    if letters is None or re.search(r"[A-E][A-E]", letters.group(1)):  # CD, ABC: a word, not letters listed
-        return None
-    found = re.findall(r"[A-E]", letters.group(1))
-    return found if len(found) > 1 else None
-
-
-def _undressed(text: str) -> str:
-    """``text`` without its text commands, braces and spacing, its words one space apart."""
-    text = _WRAPPER.sub(" ", text).replace("{", " ").replace("}", " ")
-    return " ".join(_SPACING.sub(" ", text).split())
-
-
 def _choice(text: str) -> list[Value] | None:
     """A multiple-choice letter, alone or with its value after it (the rest of the box, one value, nothing
     between: ``\\textbf{(C)}\\ 5``); several letters for an answer that gives several; the letter and the values
     of the rest when something lists them (``(C) \\text{ or } 7``); None when ``text`` is not one."""
-    lone = _letter_alone(text)
+    lone = choices.letter_alone(text)
     if lone:
         return [Value(choice=lone)]
-    several = _letters_alone(text)
+    several = choices.letters_alone(text)
     if several:
         return [Value(choice=letter) for letter in dict.fromkeys(several)]
     found = _CHOICE.fullmatch(text)
@@ -405,7 +360,7 @@ def _pieces(text: str) -> list[tuple[str, str, str | None]]:
 
 def _piece_values(piece: str) -> list[Value]:
     """The values one piece states."""
-    number = _plain_number(piece)
+    number = meaning.plain_number_value(piece)
     if number is not None:
         return [number]
     base = _BASE.fullmatch(piece)
@@ -432,29 +387,6 @@ def _piece_values(piece: str) -> list[Value]:
         return [relations.approximated([_single(member, piece) for member in approximation], piece)]
     readings = _plus_minus_readings(piece)
     return [value for reading in readings for value in _parsed_values(reading, piece)]
-
-
-def _plain_number(piece: str) -> Value | None:
-    """The value of a piece that is a plain number: a whole number, a decimal or a fraction of whole numbers
-    (``-12``, ``0.25``, ``\\frac{3}{4}``, ``-\\dfrac{3}{4}``, ``3/4``), read without the parser (nearly all of a
-    check's time is its parse, and most answers are such numbers); the very value the parser's reading gives
-    (``test_a_plain_number_is_read_as_the_parser_reads_it``). None for anything else."""
-    found = _PLAIN_NUMBER.fullmatch(piece)
-    if found is None:
-        return None
-    import sympy
-
-    sign = -1 if found.group("sign") == "-" else 1
-    if found.group("decimal") is not None:
-        literal = found.group("decimal")
-        value = sign * sympy.Rational(literal)
-        places = ((sympy.Rational(literal), len(literal.partition(".")[2])),) if "." in literal else ()
-        return Value(value, decimals=places_of(value, places, [value]), places=places)
-    numerator = int(found.group("numerator") or found.group("over"))
-    denominator = int(found.group("denominator") or found.group("under"))
-    if denominator == 0:
-        return None  # the parser's reading says why it is not read
-    return Value(sign * sympy.Rational(numerator, denominator))
 
 
 def _single(member: str, written: str) -> Value:
@@ -484,14 +416,14 @@ def _parsed_values(text: str, written: str) -> list[Value]:
     # read: "5 \text{ (or 7)}" would become "5"); spacing commands are spaces
     config = NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=True, boxed="none",
                                  equations=False)
-    spaced = _SPACING.sub(lambda space: space.group(1) or " ", text)
+    spaced = lexicon.SPACING.sub(lambda space: space.group(1) or " ", text)
     lexicon.check(spaced)  # only what the reader accounts for reaches the lenient parser
     normalized = normalize_latex(spaced, config).strip()
     if not normalized:
         return []
     juxtaposed.check(normalized)  # 2(3), {3}4, 5^\\circ 7: the parser would add them
-    _no_infinity_inside(normalized)
-    _whole_logarithm_bases(normalized)
+    meaning.check_infinity(normalized)
+    meaning.check_log_bases(normalized)
     try:
         expr = latex2sympy(normalized, is_real=not should_treat_as_complex(normalized), convert_degrees=False,
                            normalization_config=None)
@@ -501,15 +433,14 @@ def _parsed_values(text: str, written: str) -> list[Value]:
         raise Unreadable(f"{normalized[:80]!r} does not parse whole: {str(error).splitlines()[0][:80]}") from None
     _no_stray_text(expr, normalized)
     try:  # sympy evaluating what the parser built: an error of its own is no reading (1/cot(0), a complex interval)
-        expr = _canonical(_exact_literals(expr))
-        _no_undefined_operation(expr, normalized)
+        expr = meaning.exact_reading(expr, normalized)
         stated = _stated(expr, normalized)
     except Unreadable:
         raise
     except (ZeroDivisionError, ValueError, TypeError, AttributeError, NotImplementedError) as error:
         raise Unreadable(f"{normalized[:80]!r}: sympy cannot evaluate it ({type(error).__name__}: "
                          f"{str(error).splitlines()[0][:60] if str(error) else ''})") from None
-    literals = tuple((sympy.Rational(literal.group()), len(literal.group(2))) for literal in _LITERAL.finditer(written))
+    literals = meaning.literals(written)
     percent, percent_places = "%" in written, None  # \\%, or % at the end (lexicon.check)
     if percent:  # a percent sign belongs to one number alone: "0.2, 30\\%" or "0.2 + 0\\%" would scale the rest
         number = _PERCENT.fullmatch(written)
@@ -520,105 +451,10 @@ def _parsed_values(text: str, written: str) -> list[Value]:
         stated, percent_places, literals = [(value, None)], (places + 2 if places else None), ()
     values = []
     for value, unknown in stated:
-        value = _exact(value)
+        value = meaning.evaluated(value)
         decimals = percent_places if percent else places_of(value, literals, [value])
         values.append(Value(value, decimals=decimals, places=literals, percent=percent, unknown=unknown))
     return values
-
-
-def _no_infinity_inside(normalized: str) -> None:
-    """``Unreadable`` for a ``\\infty`` anywhere but alone (perhaps signed) as a value, a member of a list, an
-    interval's end or a side of a relation: inside an expression sympy evaluates it into a number the text does not
-    state (``e^{-\\infty}`` is 0, ``\\infty^0`` 1)."""
-    for infinity in _INFINITY.finditer(normalized):
-        if not (_BEFORE_INFINITY.search(normalized[:infinity.start()])
-                and _AFTER_INFINITY.match(normalized, infinity.end())):
-            raise Unreadable(f"{normalized[:80]!r}: \\infty inside an expression, which the reader does not model")
-
-
-def _whole_logarithm_bases(normalized: str) -> None:
-    """``Unreadable`` for a logarithm whose base is not a whole number above 1 or a letter (``\\log_0 7``, which
-    sympy makes 0; ``\\log_1 5``)."""
-    for base in _LOG_BASE.finditer(normalized):
-        written = (base.group(1) or base.group(2) or "").strip()
-        if not (re.fullmatch(r"[A-Za-z]", written) or written.isdigit() and int(written) >= 2):
-            raise Unreadable(f"{normalized[:80]!r}: a logarithm to the base {written[:20]!r}, which the reader reads "
-                             "only for a whole number above 1 or a letter")
-
-
-def _exact_literals(expr: Any) -> Any:
-    """``expr`` with each decimal literal (a Float, as the parser reads ``0.1``) the rational it writes: numbers
-    are compared exactly (a Float made from a literal keeps every digit written)."""
-    import sympy
-
-    floats = expr.atoms(sympy.Float) if hasattr(expr, "atoms") else set()
-    return _replaced(expr, {number: sympy.Rational(str(number)) for number in floats}) if floats else expr
-
-
-def _replaced(expr: Any, mapping: dict) -> Any:
-    """``expr`` with the atoms of ``mapping`` replaced, nothing evaluated (``x \\in \\{5, 7\\}``, which the
-    parser gives as an unevaluated equation, would become False)."""
-    import sympy
-
-    with sympy.core.parameters.evaluate(False):
-        return expr.xreplace(mapping)
-
-
-def _canonical(expr: Any) -> Any:
-    """``expr`` with its unknowns as one kind of symbol (real; the parser makes them real or not by how the piece
-    looks, and a gold and an answer read apart must meet), and the letter i as the imaginary unit: no answer of a
-    math test names an unknown i, and ``2 i``, ``0.8i`` and ``e^{i\\pi}`` are numbers."""
-    import sympy
-
-    symbols = getattr(expr, "free_symbols", None)
-    if not symbols:
-        return _real_roots(expr)
-    return _real_roots(_replaced(expr, {symbol: sympy.I if symbol.name == "i" else sympy.Symbol(symbol.name, real=True)
-                            for symbol in symbols if isinstance(symbol, sympy.Symbol)}))
-
-
-def _real_roots(expr: Any) -> Any:
-    """``expr`` with an odd root of a negative number the real root (``\\sqrt[3]{-8}`` is -2, as a math test
-    means it; sympy's principal root is 1 + sqrt(3) i)."""
-    import sympy
-
-    def odd_root_of_a_negative(node: Any) -> bool:
-        return (isinstance(node, sympy.Pow) and node.base.is_number and node.base.is_negative is True
-                and isinstance(node.exp, sympy.Rational) and not isinstance(node.exp, sympy.Integer)
-                and node.exp.q % 2 == 1)
-
-    if not hasattr(expr, "replace") or not any(odd_root_of_a_negative(node) for node in _nodes(expr)):
-        return expr
-    with sympy.core.parameters.evaluate(False):
-        return expr.replace(odd_root_of_a_negative, lambda node: (-1) ** node.exp.p * (-node.base) ** node.exp)
-
-
-def _nodes(expr: Any) -> list[Any]:
-    """Every node of ``expr`` (of each entry, for a matrix)."""
-    import sympy
-
-    if not isinstance(expr, sympy.Basic):
-        return [node for entry in getattr(expr, "flat", lambda: [])() for node in sympy.preorder_traversal(entry)]
-    return list(sympy.preorder_traversal(expr))
-
-
-def _no_undefined_operation(expr: Any, written: str) -> None:
-    """``Unreadable`` for what sympy evaluates into a value that the text does not state: arithmetic on infinity
-    (``\\infty^0``, which sympy makes 1; ``\\infty - \\infty``), ``0^0``, a division by zero."""
-    import sympy
-
-    infinite = (sympy.S.Infinity, sympy.S.NegativeInfinity, sympy.S.ComplexInfinity)
-    for node in _nodes(expr):
-        if node in (sympy.S.NaN, sympy.S.ComplexInfinity):
-            raise Unreadable(f"{written[:80]!r}: an undefined value (a division by zero)")
-        if isinstance(node, (sympy.Add, sympy.Mul, sympy.Pow, sympy.Function)) and any(
-                arg in infinite for arg in node.args):
-            raise Unreadable(f"{written[:80]!r}: arithmetic on infinity, which the reader does not model")
-        if isinstance(node, sympy.Pow) and node.args[0].doit() == 0 and node.args[1].doit().is_nonpositive:
-            raise Unreadable(f"{written[:80]!r}: 0^0, or a division by zero, which the reader does not model")
-        if isinstance(node, sympy.Function) and node.is_number and node.doit().has(
-                sympy.S.ComplexInfinity, sympy.S.NaN):  # \cot 0, \csc 0: a pole
-            raise Unreadable(f"{written[:80]!r}: a function at a pole, which the reader does not model")
 
 
 def _no_stray_text(expr: Any, normalized: str) -> None:
@@ -661,14 +497,3 @@ def _stated(expr: Any, written: str) -> list[tuple[Any, Any]]:
     return [(expr, None)]
 
 
-def _exact(value: Any) -> Any:
-    """An arithmetic expression of integers (``2^{2^{11}}``, which sympy keeps unevaluated) evaluated exactly, so
-    that equal numbers compare equal; anything else as read. The answer guards bound its size."""
-    import sympy
-
-    if not isinstance(value, sympy.Expr) or value.free_symbols:
-        return value
-    kinds = (sympy.Pow, sympy.Mul, sympy.Add, sympy.Integer, sympy.Rational)
-    if all(isinstance(node, kinds) for node in sympy.preorder_traversal(value)):
-        return value.doit()
-    return value

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gdpo_verl.answers import parsing
+from gdpo_verl.answers import meaning, parsing
 
 PLAIN = ["7", "-12", "+3", "0", "007", "0.25", "-0.5", ".5", "1.50", "12345678901234567890.0001", "\\frac{3}{4}",
          "-\\frac{3}{4}", "\\dfrac{6}{8}", "\\tfrac{1}{3}", "\\frac{10}{2}", "3/4", "-3/4", " 5 ", "\\frac{ 3 }{ 4 }"]
@@ -11,11 +11,11 @@ PLAIN = ["7", "-12", "+3", "0", "007", "0.25", "-0.5", ".5", "1.50", "1234567890
 @pytest.mark.parametrize("text", PLAIN)
 def test_a_plain_number_is_read_as_the_parser_reads_it(text):
     # the plain numbers skip the parser: each must be the very value (and places) the parser's reading gives
-    fast = parsing._plain_number(text)
+    fast = meaning.plain_number_value(text)
     assert fast is not None, text
     assert [fast] == parsing._parsed_values(text, text)
 
 
 @pytest.mark.parametrize("text", ["\\frac{3}{0}", "3/0", "1.2.3", "2^3", "\\frac{3}{4}5", "x", "1e5", "--3", "3 4"])
 def test_anything_else_is_left_to_the_parser(text):
-    assert parsing._plain_number(text) is None
+    assert meaning.plain_number_value(text) is None
