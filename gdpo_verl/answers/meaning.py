@@ -28,8 +28,6 @@ _AFTER_INFINITY = re.compile(r"\s*(?:$|[)\],=<>]|\\(?:right|le|leq|ge|geq|lt|gt|
 # group is an expression's)
 _SCRIPTED_GROUP = re.compile(r"(?:[\^_]|\\(?!(?:left|cup|cap|in|setminus|le|leq|ge|geq|lt|gt|ne|neq|leqslant|geqslant)"
                              r"(?![A-Za-z]))[A-Za-z]+)\s*$")
-# A top-level comma, or the group's own closing bracket (top_level_split splits there; what follows is cut off)
-_COMMA_OR_CLOSE = re.compile(r",|[)\]}]")
 # A logarithm's base: a whole number above 1, or a letter
 _LOG_BASE = re.compile(r"\\log\s*_\s*(?:\{\s*([^{}]*?)\s*\}|(\S))")
 # A decimal literal: its whole part and its places.
@@ -75,8 +73,7 @@ def check_infinity(normalized: str) -> None:
                 and _AFTER_INFINITY.match(normalized, infinity.end())):
             raise Unreadable(f"{normalized[:80]!r}: \\infty inside an expression, which the reader does not model")
         for opening in _groups_around(normalized, infinity.start()):
-            content = normalized[opening + 1:]
-            if (_SCRIPTED_GROUP.search(normalized[:opening]) or len(top_level_split(content, _COMMA_OR_CLOSE)) < 3):
+            if _SCRIPTED_GROUP.search(normalized[:opening]) or len(top_level_split(_content(normalized, opening))) < 2:
                 raise Unreadable(f"{normalized[:80]!r}: \\infty inside a group that is no list, tuple or interval")
 
 
@@ -96,6 +93,19 @@ def _groups_around(text: str, position: int) -> list[int]:
             opened.pop()
         at += 1
     return opened
+
+
+def _content(text: str, opening: int) -> str:
+    """What the group opening at ``opening`` holds, up to the bracket that closes it (or the end)."""
+    depth = 0
+    for at in range(opening, len(text)):
+        if text[at] in "([{":
+            depth += 1
+        elif text[at] in ")]}":
+            depth -= 1
+            if depth == 0:
+                return text[opening + 1:at]
+    return text[opening + 1:]
 
 
 def check_log_bases(normalized: str) -> None:

@@ -670,6 +670,7 @@ SEVENTH_PASS = [  # a second independent pass on the final reader (1,327 answers
     ("5 + e^{(-\\infty)}", "5", "unread"),
     ("(e^{(-\\infty)}, 1)", "(0, 1)", "unread"),
     ("x > e^{(-\\infty)}", "x > 0", "unread"),
+    ("e^{(\\infty)}, 5", "5", "unread"),
     ("(-\\infty, 1) \\cup (2, \\infty)", "(-\\infty,1)\\cup(2,\\infty)", "correct"),
     ("x \\in (-\\infty, 2)", "(-\\infty, 2)", "correct"),
     # scientific notation inside a value: 2000, or 2 * e * 3?
