@@ -114,18 +114,18 @@ def _small(values: tuple[Value, ...]) -> bool:
 def serve() -> None:
     """Child process: read {"gold", "answers"} lines from stdin (the gold's text and the text of each box of the
     final answer), write one reply line each: "1" (the answer states the gold's values), "0" (it does not), "h"
-    (it states more values than the gold: hedged), "?<reason>" (it cannot be read, or math-verify raised: no
-    verdict) or "g<reason>" (the gold cannot be read: a data error). gdpo_verl.answers.parsing has the rule.
+    (it states more values than the gold: hedged), "?<reason>" (it cannot be read, or sympy raised or could not
+    decide: no verdict) or "g<reason>" (the gold cannot be read: a data error). gdpo_verl.answers.parsing and
+    grading have the rules.
 
-    math-verify's own time limits (5 s for parsing and for verifying, on by default) are switched off: when one
-    fires, math-verify answers "wrong", so a correct answer whose check is slow would be scored 0 without a trace.
-    The parent's deadline is the only limit: it kills this process, and the check counts as not made.
+    No time limit runs here (math-verify's SIGALRM limits answer "wrong" when they fire, so they are not used):
+    the parent's deadline is the only limit: it kills this process, and the check counts as not made.
 
     The readings of golds and of answers are kept (``_Readings``): reading (latex2sympy's parser) is nearly all of
     a check's time, and a group's responses share their gold and often their answer.
     """
     # The guards bound every integer an answer may hold to 20,000 digits; Python's default refuses to print more
-    # than 4,300, which math-verify's string comparisons do (a ValueError, which would read as "wrong").
+    # than 4,300, which a reason naming a value would (a ValueError, no verdict where there is one).
     sys.set_int_max_str_digits(0)
     golds = _Readings(parsing.parse)
     given_answers = _Readings(lambda texts: parsing.parse_all(list(texts)))
@@ -147,7 +147,7 @@ def serve() -> None:
         request = json.loads(line)
         try:
             reply = judge(request["gold"], request["answers"])
-        except Exception as error:  # math-verify or sympy raised: no verdict, never "wrong"
+        except Exception as error:  # sympy raised, or could not decide: no verdict, never "wrong"
             reply = UNDECIDED + f"{type(error).__name__}: {error}"
         print(reply[:300].replace("\n", " "), flush=True)
 
