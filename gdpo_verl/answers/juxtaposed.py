@@ -31,6 +31,12 @@ _CLOSING = {"(": ")", "[": "]", "{": "}", "\\{": "\\}", "\\lfloor": "\\rfloor", 
 _TOKEN = re.compile(r"\\[A-Za-z]+|\\.|\d+(?:\.\d*)?|\.\d+|[A-Za-z]|\S")
 _MIXED_FRACTION = re.compile(r"\\[dt]?frac\{(\d+)\}\{(\d+)\}")
 _FRACTIONS = frozenset({"frac", "dfrac", "tfrac"})
+_BINOMIALS = frozenset({"binom", "dbinom", "tbinom"})
+# What ends a function's argument written without parentheses, as a reader reads it; a product sign before one of
+# these is the parser's (it reads \sin x \cdot \cos x as sin(x cos x), \log 2 \cdot 3 as log 6)
+_ARGUMENT_ENDS = frozenset({"+", "-", "=", "<", ">", ",", "\\le", "\\leq", "\\ge", "\\geq", "\\lt", "\\gt", "\\ne",
+                            "\\neq", "\\pm", "\\mp", "\\to"})
+_PRODUCT_SIGNS = frozenset({"\\cdot", "\\times", "\\div", "*", "/"})
 _BARS = frozenset({"|", "\\vert"})  # a bar opens a group that the next bar closes
 # A bracket holding one number, which the parser adds to the number before it: (3), {7}, (\frac{1}{2}).
 _SINGLE = re.compile(r"\s*(?:\d+(?:\.\d*)?|\.\d+|\\[dt]?frac\{[^{}]*\}\{[^{}]*\})\s*")
@@ -41,6 +47,32 @@ def check(normalized: str) -> None:
     depth, other than a whole number and a fraction of whole numbers (a mixed number)."""
     tokens = _TOKEN.findall(normalized)
     _row(tokens, 0, len(tokens), normalized)
+    _function_arguments(tokens, normalized)
+
+
+def _function_arguments(tokens: list[str], text: str) -> None:
+    """``Unreadable`` when a function written without parentheses (``\\sin x``, ``\\log 2``) is followed, before
+    its argument ends (a sum, a relation, a comma, another function, its group's end), by a product sign: the
+    parser takes the product as the argument (``\\sin x \\cdot \\cos x`` is sin(x cos x) to it)."""
+    for position, token in enumerate(tokens):
+        if not (token.startswith("\\") and token[1:] in _FUNCTIONS):
+            continue
+        at = _postfixes(tokens, position + 1, len(tokens), text)
+        if at < len(tokens) and tokens[at] in ("(", "\\left"):
+            continue  # its argument is in parentheses
+        depth = 0
+        for later in tokens[at:]:
+            if later in ("(", "[", "{", "\\{"):
+                depth += 1
+            elif later in (")", "]", "}", "\\}"):
+                depth -= 1
+                if depth < 0:
+                    break
+            elif depth == 0 and (later in _ARGUMENT_ENDS or later.startswith("\\") and later[1:] in _FUNCTIONS):
+                break
+            elif depth == 0 and later in _PRODUCT_SIGNS:
+                raise Unreadable(f"{text[:80]!r}: {token} without parentheses before {later}: is the product its "
+                                 "argument?")
 
 
 def _row(tokens: list[str], start: int, end: int, text: str) -> None:
@@ -61,7 +93,7 @@ def _row(tokens: list[str], start: int, end: int, text: str) -> None:
             continue
         elif token.startswith("\\") and token[1:].isalpha() and token[1:] not in _OPERATORS:
             atom_end = position + 1
-            kind = "frac" if token[1:] in _FRACTIONS else "other"
+            kind = "frac" if token[1:] in _FRACTIONS else "binom" if token[1:] in _BINOMIALS else "other"
             for _ in range(_ARGUMENTS.get(token[1:], 0)):
                 if atom_end < end and tokens[atom_end] == "[":  # \sqrt[3]{x}
                     atom_end = _matching(tokens, atom_end, end, "[", "]") + 1
@@ -136,7 +168,7 @@ def _a_reading_all_share(first: tuple[bool, str, str], kind: str, second: str) -
     anything but a whole number. Kept: a whole number and a proper fraction of whole numbers, a mixed number
     (``3\\frac{1}{2}``, a sum); anything else side by side is a product to both (``2\\sqrt{3}``,
     ``2(\\sqrt{2}+1)``, ``(1+2)(3+4)``)."""
-    if kind in ("number", "single"):
+    if kind in ("number", "single", "binom"):  # 2\\binom{4}{2}: the parser adds, 2 + 6
         return False
     if kind == "frac":
         mixed = _MIXED_FRACTION.fullmatch(second)

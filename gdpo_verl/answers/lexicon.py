@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+import types
 from importlib import metadata
 from typing import Any
 
@@ -50,7 +51,8 @@ COMMANDS = frozenset(
     # parser reads it as the number pi
 )
 # Commands a subscript may follow (a letter may too): \\log_2 8, \\sum_{k=1}, \\alpha_1.
-SUBSCRIPTED = frozenset({"log", "sum", "prod"}) | {name for name in COMMANDS if name.lower() in {
+SUBSCRIPTED = frozenset({"log", "sum", "prod"}) | {name for name in COMMANDS if name in {  # small Greek letters
+    # only: the parser drops a capital one's subscript (\\Gamma_7(5) is Gamma(5))
     "alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta", "iota",
     "kappa", "lambda", "mu", "nu", "xi", "pi", "rho", "sigma", "tau", "upsilon", "phi", "varphi", "chi", "psi",
     "omega"}}
@@ -67,6 +69,7 @@ TOKEN = re.compile(r"\\[A-Za-z]+|\\.|[A-Za-z]|.", re.DOTALL)  # one TeX token: a
 _ENVIRONMENT = re.compile(r"\s*\{\s*([A-Za-z*]*)\s*\}")
 _WORD_ANSWER = re.compile(r"\s*\\text\{[A-Za-z' -]*\}\s*")  # a word answer, as parsing._pieces writes it
 _DOUBLE_FACTORIAL = re.compile(r"!\s*!")
+_DOUBLE_SCRIPT = re.compile(r"([\^_])\s*(?:\{[^{}]*\}|\\[A-Za-z]+|[^\s{])\s*\1")
 _SCIENTIFIC = re.compile(r"(?<![A-Za-z\\])\d*\.?\d+[eE][+-]?\d")
 _PLUS_MINUS_TYPED = re.compile(r"\+\s*-|-\s*\+")  # 5 +- 2: plus or minus, or 5 + (-2)?
 _CONNECTIVE_WORD = re.compile(r"(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])")
@@ -88,6 +91,8 @@ def check(piece: str) -> None:
         raise Unreadable(f"{piece[:80]!r}: '==', '+-' or '-+'")
     if _SCIENTIFIC.search(piece):  # a whole box in scientific notation is written out before (guard.plain_number)
         raise Unreadable(f"{piece[:80]!r}: scientific notation inside a value (2e3: 2000, or 2 * e * 3?)")
+    if _DOUBLE_SCRIPT.search(piece):  # 5^{1}^{2}: an error in TeX, which the parser reads as (5^1)^2
+        raise Unreadable(f"{piece[:80]!r}: a double superscript or subscript")
     if _DOUBLE_FACTORIAL.search(piece):  # 3!!: a double factorial (3), which the parser reads as (3!)! (720)
         raise Unreadable(f"{piece[:80]!r}: '!!', a double factorial, which the reader does not model")
     previous = ""
@@ -188,3 +193,33 @@ def latex2sympy() -> Any:
     if not hasattr(atom, "FUNC_GAMMA"):
         atom.FUNC_GAMMA = lambda self: self.getToken(PSParser.FUNC_GAMMA, 0)
     return latex2sympy
+
+
+def parse_twice(text: str, is_real: bool) -> tuple[Any, Any]:
+    """``text`` parsed once (the parse is nearly all of a reading's time) and converted twice: as latex2sympy
+    converts it, and with sympy's evaluation off, which keeps what sympy would evaluate away as it builds the
+    expression (``e^{\\ln 0}`` is exp(log(0)), not 0), for gdpo_verl/answers/meaning.py to look at. Some
+    expressions latex2sympy cannot build unevaluated (a union of sets, a mixed number: it compares or adds their
+    parts as it builds them); their second conversion is None, and what meaning.py checks on the evaluated one
+    stands alone (docs/math-length.md, "Comparing exactly gives up")."""
+    latex2sympy()  # checked, and its gap filled
+    import sympy
+    from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
+
+    tree = _Latex2Sympy(is_real=is_real).create_parser(text).math()
+
+    class _Converter(_Latex2Sympy):
+        def create_parser(self, latex_str: str) -> Any:  # the tree parsed above, converted again (a part that
+            if latex_str is text:  # latex2sympy parses on its own, a function's name, is parsed as it asks)
+                return types.SimpleNamespace(math=lambda: tree)
+            return super().create_parser(latex_str)
+
+    evaluated = _Converter(is_real=is_real).parse(text)
+    try:
+        with sympy.core.parameters.evaluate(False):
+            unevaluated = _Converter(is_real=is_real).parse(text)
+    except (TypeError, ValueError):  # it compared or added parts it had not evaluated
+        unevaluated = None
+    except RecursionError:  # sympy asked an undefined part (log 0, left unevaluated) for its value, without end
+        raise Unreadable(f"{text[:80]!r}: a part sympy cannot build without evaluating it (an undefined value?)")
+    return evaluated, unevaluated

@@ -186,8 +186,8 @@ def _no_undefined_operation(expr: Any, written: str) -> None:
         if isinstance(node, (sympy.Add, sympy.Mul, sympy.Pow, sympy.Function)) and any(
                 arg in infinite for arg in node.args):
             raise Unreadable(f"{written[:80]!r}: arithmetic on infinity, which the reader does not model")
-        if isinstance(node, sympy.Pow) and node.args[0].doit() == 0 and node.args[1].doit().is_nonpositive:
-            raise Unreadable(f"{written[:80]!r}: 0^0, or a division by zero, which the reader does not model")
+        if isinstance(node, sympy.Pow) and node.args[0].doit() == 0 and node.args[1].doit().is_positive is not True:
+            raise Unreadable(f"{written[:80]!r}: 0^0, 0 to a power not positive, or a division by zero")
         if isinstance(node, sympy.Function) and node.is_number and node.doit().has(
                 sympy.S.ComplexInfinity, sympy.S.NaN):  # \cot 0, \csc 0: a pole
             raise Unreadable(f"{written[:80]!r}: a function at a pole, which the reader does not model")
@@ -206,9 +206,13 @@ def evaluated(value: Any) -> Any:
     return value
 
 
-def exact_reading(expr: Any, written: str) -> Any:
+def exact_reading(expr: Any, unevaluated: Any, written: str) -> Any:
     """The parser's reading ``expr`` of ``written`` made exact (decimals, unknowns, i, odd roots); ``Unreadable``
-    for an operation the reader does not model."""
+    for an operation the reader does not model, in the reading or in ``unevaluated``, the same reading built with
+    sympy's evaluation off (``e^{\\ln 0}``, which sympy makes 0 as it builds it), where latex2sympy could build
+    it (None otherwise: lexicon.parse_twice)."""
+    if unevaluated is not None:
+        _no_undefined_operation(unevaluated, written)
     expr = _canonical(_exact_literals(expr))
     _no_undefined_operation(expr, written)
     return expr

@@ -97,6 +97,7 @@ _DEGREES = re.compile(r"\s*(.+?)\s*\^\s*(?:\\circ|\{\s*\\circ\s*\})\s*")
 _TWO_ARGUMENTS = re.compile(r"\\[dt]?(?:frac|binom)(?![A-Za-z])")
 _BARE_WORD = re.compile(r"\s*\{?\s*([A-Za-z]{2,})\s*\}?\s*")
 _WORD_PIECE = re.compile(r"\s*\\text\{([A-Za-z' -]*)\}\s*")  # a word value, as _pieces writes it
+_GOES_ON = re.compile(r"\.\.\.|\u2026")  # an ellipsis, typed or in one character
 # Punctuation after the value (not a spacing command's: 5\, is 5 and a thin space)
 _TRAILING = re.compile(r"(?<!\\)[\s.,;:]+$")
 _CHOICE_LETTER = re.compile(r"\\(?:textbf|text|mathrm|mathbf|textrm)\s*\{\s*\(?\s*([A-E])\s*\)?\s*\}|\(\s*([A-E])\s*\)"
@@ -172,6 +173,8 @@ def _prepared(text: str) -> str:
         text = f"{text[:box.start()]}{{{content}}}{text[end:]}"
     else:
         raise Unreadable("boxes nested more than 8 deep")
+    if _GOES_ON.search(text):  # 3.14159..., 0.333...: a value written as going on states no value
+        raise Unreadable(f"{text[-40:]!r}: a value that goes on ('...')")
     text = _braced_arguments(lexicon.ascii_spelled(text))
     text = _EMPTY_SET.sub(r"\\emptyset", _DELIMITERS.sub(" ", text))
     return _TRAILING.sub("", text).strip()
@@ -407,7 +410,6 @@ def _plus_minus_readings(piece: str) -> list[str]:
 
 
 def _parsed_values(text: str, written: str) -> list[Value]:
-    latex2sympy = lexicon.latex2sympy()
     import sympy
     from latex2sympy2_extended.math_normalization import NormalizationConfig, normalize_latex
     from math_verify.parser import should_treat_as_complex
@@ -425,21 +427,21 @@ def _parsed_values(text: str, written: str) -> list[Value]:
     meaning.check_infinity(normalized)
     meaning.check_log_bases(normalized)
     try:
-        expr = latex2sympy(normalized, is_real=not should_treat_as_complex(normalized), convert_degrees=False,
-                           normalization_config=None)
+        expr, unevaluated = lexicon.parse_twice(normalized, is_real=not should_treat_as_complex(normalized))
     except (MemoryError, RecursionError):  # the machine's limits, not the text's: no verdict, nothing kept
         raise
     except Exception as error:  # latex2sympy raises plain Exceptions for text it cannot parse
-        raise Unreadable(f"{normalized[:80]!r} does not parse whole: {str(error).splitlines()[0][:80]}") from None
+        reason = (str(error).splitlines() or [type(error).__name__])[0][:80]
+        raise Unreadable(f"{normalized[:80]!r} does not parse whole: {reason}") from None
     _no_stray_text(expr, normalized)
     try:  # sympy evaluating what the parser built: an error of its own is no reading (1/cot(0), a complex interval)
-        expr = meaning.exact_reading(expr, normalized)
+        expr = meaning.exact_reading(expr, unevaluated, normalized)
         stated = _stated(expr, normalized)
     except Unreadable:
         raise
     except (ZeroDivisionError, ValueError, TypeError, AttributeError, NotImplementedError) as error:
-        raise Unreadable(f"{normalized[:80]!r}: sympy cannot evaluate it ({type(error).__name__}: "
-                         f"{str(error).splitlines()[0][:60] if str(error) else ''})") from None
+        reason = (str(error).splitlines() or [""])[0][:60]
+        raise Unreadable(f"{normalized[:80]!r}: sympy cannot evaluate it ({type(error).__name__}: {reason})") from None
     literals = meaning.literals(written)
     percent, percent_places = "%" in written, None  # \\%, or % at the end (lexicon.check)
     if percent:  # a percent sign belongs to one number alone: "0.2, 30\\%" or "0.2 + 0\\%" would scale the rest

@@ -679,9 +679,35 @@ SEVENTH_PASS = [  # a second independent pass on the final reader (1,327 answers
     ("1e5", "100000", "correct"),
 ]
 
+EIGHTH_PASS = [  # a third independent pass on the final reader (1,308 answers): each row scored otherwise before
+    # its fix
+    # what sympy evaluates away as it builds the expression: seen in the reading built with evaluation off
+    ("e^{\\ln 0}", "0", "unread"),
+    ("e^{\\ln 0}+5", "5", "unread"),
+    ("\\sqrt[\\frac{1}{0}]{3}", "1", "unread"),
+    ("\\binom{\\ln 0}{0}", "1", "unread"),
+    ("\\sqrt[0^{0}]{7}", "7", "unread"),
+    ("(e^{\\ln 0}, 5)", "(0, 5)", "unread"),
+    ("0^{i}", "0", "unread"),
+    ("\\binom{\\cot 0}{0}", "1", "unread"),
+    # the parser's readings a reader does not share
+    ("\\Gamma_{7}(5)", "24", "unread"),
+    ("2\\binom{4}{2}", "8", "unread"),
+    ("2\\binom{4}{2}", "12", "unread"),
+    ("\\tan\\frac{\\pi}{2}\\cdot 0", "0", "unread"),
+    ("\\sin x \\cdot \\cos x", "\\sin(x\\cos x)", "unread"),
+    ("\\log 2 \\cdot 3", "\\log 6", "unread"),
+    ("\\sin(x) \\cdot \\cos(x)", "\\frac{\\sin(2x)}{2}", "correct"),
+    ("2\\sin x\\cos x", "\\sin(2x)", "correct"),
+    ("5^{1}^{2}", "25", "unread"),
+    # a value written as going on
+    ("3.14159...", "\\pi", "unread"),
+    ("0.333...", "\\frac{1}{3}", "unread"),
+]
+
 TABLE = (HEDGES + SEVERAL_BOXES + LISTS_SETS_INTERVALS_TUPLES + CHOICES + PLAIN + FROM_REVIEW + MEANING + SECOND_PASS
          + THIRD_PASS + FOURTH_PASS + EXACT_VALUES + GRADER_FORMS + SIXTH_PASS
-         + SEVENTH_PASS)
+         + SEVENTH_PASS + EIGHTH_PASS)
 OUTCOMES = {"correct": (1.0, 0.0, 0.0), "hedged": (0.0, 1.0, 0.0), "wrong": (0.0, 0.0, 0.0), "unread": (0.0, 0.0, 1.0)}
 REWARD = MathLengthReward()
 
