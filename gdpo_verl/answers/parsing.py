@@ -465,6 +465,27 @@ def _no_stray_text(expr: Any, normalized: str) -> None:
             raise Unreadable(f"{normalized[:80]!r} holds text the reader cannot place: {str(symbol)[:40]!r}")
 
 
+def _ray(expr: Any, unknown: Any) -> Any:
+    """The solution set of an inequality between the unknown alone and a real number (``x \\geq 3``,
+    ``3 < x``), as sympy's ``as_set`` gives it, without its solver (tens of milliseconds); None for any other."""
+    import sympy
+
+    relational = sympy.core.relational
+    kinds = {relational.StrictGreaterThan: (True, True), relational.GreaterThan: (True, False),
+             relational.StrictLessThan: (False, True), relational.LessThan: (False, False)}
+    if type(expr) not in kinds:
+        return None
+    above, strict = kinds[type(expr)]
+    side, bound = expr.lhs, expr.rhs
+    if side != unknown:
+        side, bound, above = bound, side, not above  # 3 < x is x > 3
+    if side != unknown or not (bound.is_number and bound.is_real and bound.is_finite):
+        return None
+    if above:
+        return sympy.Interval(bound, sympy.oo, left_open=strict, right_open=True)
+    return sympy.Interval(-sympy.oo, bound, left_open=True, right_open=strict)
+
+
 def _stated(expr: Any, written: str) -> list[tuple[Any, Any]]:
     """The values one parsed piece states, each with the unknown of the inequality it solves (or None)."""
     import sympy
@@ -490,7 +511,8 @@ def _stated(expr: Any, written: str) -> list[tuple[Any, Any]]:
     inequality = (sympy.core.relational.Relational, sympy.And, sympy.Or)
     if isinstance(expr, inequality) and len(expr.free_symbols) == 1:
         try:
-            solutions, unknown = expr.as_set(), next(iter(expr.free_symbols))
+            unknown = next(iter(expr.free_symbols))
+            solutions = _ray(expr, unknown) or expr.as_set()
             if isinstance(solutions, sympy.FiniteSet):  # (x-5)^2(x-7)^2 <= 0: the values 5 and 7
                 return [(element, None) for element in solutions.args]
             return [(solutions, unknown)]

@@ -19,3 +19,23 @@ def test_a_plain_number_is_read_as_the_parser_reads_it(text):
 @pytest.mark.parametrize("text", ["\\frac{3}{0}", "3/0", "1.2.3", "2^3", "\\frac{3}{4}5", "x", "1e5", "--3", "3 4"])
 def test_anything_else_is_left_to_the_parser(text):
     assert meaning.plain_number_value(text) is None
+
+
+@pytest.mark.parametrize("text", ["x \\geq 3", "x > 3", "x < -2", "x \\leq \\frac{1}{2}", "3 < x", "3 \\geq x",
+                                  "x > \\sqrt{2}", "y < \\pi"])
+def test_an_inequality_of_the_unknown_and_a_number_is_the_set_sympy_s_solver_gives(text):
+    # the unknown alone against a real number is read without the solver: the very set as_set gives
+    from gdpo_verl.answers import lexicon
+
+    expr = lexicon.latex2sympy()(text, is_real=True, normalization_config=None)
+    expr = meaning.exact_reading(expr, None, text)
+    unknown = next(iter(expr.free_symbols))
+    assert parsing._ray(expr, unknown) == expr.as_set()
+
+
+def test_any_other_inequality_is_left_to_the_solver():
+    import sympy
+
+    x = sympy.Symbol("x", real=True)
+    for expr in (x**2 > 4, 2 * x > 3, sympy.Eq(x, 3), x + 1 > 3, x > sympy.Symbol("y", real=True)):
+        assert parsing._ray(expr, x) is None
