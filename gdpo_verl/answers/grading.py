@@ -191,15 +191,17 @@ def _same_relation(gold: Any, answer: Any) -> bool:
         if expected == 0 or given == 0:
             return _same_symbolic(expected, given)
         ratio = _simplified(given / expected)
-        return ratio is not None and is_number(ratio) and ratio != 0 and bool(ratio.is_real is not False)
+        return is_number(ratio) and ratio != 0 and bool(ratio.is_real is not False)
     strict = {sympy.StrictLessThan: True, sympy.StrictGreaterThan: True, sympy.LessThan: False,
               sympy.GreaterThan: False}
     upward = {sympy.StrictLessThan: -1, sympy.LessThan: -1, sympy.StrictGreaterThan: 1, sympy.GreaterThan: 1}
     if type(gold) not in strict or type(answer) not in strict or strict[type(gold)] != strict[type(answer)]:
         return False
     expected, given = expected * upward[type(gold)], given * upward[type(answer)]  # both read "... > 0"
-    ratio = _simplified(given / expected) if expected != 0 else None
-    return ratio is not None and is_number(ratio) and bool(ratio.is_positive)
+    if expected == 0:
+        return False
+    ratio = _simplified(given / expected)
+    return is_number(ratio) and bool(ratio.is_positive)
 
 
 def _side_difference(relation: Any) -> Any:
@@ -215,8 +217,8 @@ def _simplified(expr: Any) -> Any:
 
     try:
         return sympy.simplify(expr)
-    except (TypeError, ValueError, NotImplementedError, AttributeError):  # sympy cannot: no claim of equality
-        return None
+    except (TypeError, ValueError, NotImplementedError, AttributeError) as error:  # no verdict, never "wrong"
+        raise Unreadable(f"sympy cannot simplify {str(expr)[:60]} ({type(error).__name__})") from None
 
 
 def _same_symbolic(gold: Any, answer: Any) -> bool:
@@ -228,13 +230,10 @@ def _same_symbolic(gold: Any, answer: Any) -> bool:
     if not (isinstance(gold, sympy.Expr) and isinstance(answer, sympy.Expr)):
         if isinstance(gold, sympy.MatrixBase) or isinstance(answer, sympy.MatrixBase):
             return False  # shapes differ, or one is no matrix: entries were compared above when they could be
-        try:
-            return bool(sympy.simplify(gold.symmetric_difference(answer)) == sympy.S.EmptySet) if (
-                isinstance(gold, sympy.Set) and isinstance(answer, sympy.Set)) else False
-        except (TypeError, ValueError, NotImplementedError, AttributeError):
+        if not (isinstance(gold, sympy.Set) and isinstance(answer, sympy.Set)):
             return False
-    difference = _simplified(gold - answer)
-    return difference is not None and difference == 0
+        return bool(_simplified(gold.symmetric_difference(answer)) == sympy.S.EmptySet)
+    return _simplified(gold - answer) == 0
 
 
 def _decimals(value: Value) -> int | None:
@@ -378,9 +377,9 @@ def _equal(gold: Any, answer: Any) -> bool:
     if apart > sympy.Float(10, digits) ** -50 * max(size, 1):
         return False
     proven = _simplified(difference)
-    if proven is not None and proven == 0:
+    if proven == 0:
         return True
-    if proven is not None and proven.is_zero is False:
+    if proven.is_zero is False:
         return False
     raise Unreadable(f"sympy cannot decide whether {answer} equals {gold} (they agree to 50 significant digits)")
 

@@ -16,8 +16,8 @@ measurements):
 - ``MAX_TERMS``: a ``\\sum`` or ``\\prod`` whose upper limit is a number above this (sympy evaluates it term by
   term: ``\\prod_{k=1}^{10^{7}} k`` ran past any timeout).
 
-``admission(texts)`` applies them, after ``MAX_ANSWER_CHARS``, to every text the reader reads (parse.py, and the
-checker's parent before a text goes to a checker process). ``plain_number`` writes a number written as ``5e-05``
+``admission(texts)`` applies them, after ``MAX_ANSWER_CHARS``, to every text the reader reads (parsing.py, and
+the checker's parent before a text goes to a checker process). ``plain_number`` writes a number written as ``5e-05``
 or ``1\\,000\\,000``, which math-verify misreads, in plain digits; the reader reads every text through it.
 """
 
