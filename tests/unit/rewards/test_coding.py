@@ -96,6 +96,14 @@ def test_no_code_block_or_a_blank_one_scores_zero_everywhere(reward):
         assert (result["code_found"], result["pass_rate"], result["no_bug"], result["length"], result["score"]) == (0,) * 5
 
 
+def test_the_program_is_the_last_block_after_the_first_think_end_as_the_math_reward_reads_its_answer():
+    # one rule for every reward (gdpo_verl/answers/where.py): a second </think> hides nothing written after the first
+    text = "reasoning</think>```python\nprint(1)\n```\n</think> done"
+    assert extract_code(text) == "print(1)\n"
+    assert extract_code(text + "\n```python\nprint(2)\n```") == "print(2)\n"
+    assert extract_code("```python\nprint(1)\n``` no end of reasoning") is None
+
+
 def test_a_call_based_solution_that_ends_the_process_itself_is_not_clean(reward):
     for body in ("import os\n    os._exit(0)", "import sys\n    sys.exit(0)", "print('gdpo-result-0000:3')\n    raise SystemExit"):
         result = score(reward, f"def add(a, b):\n    {body}", CALL)
