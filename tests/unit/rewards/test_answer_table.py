@@ -11,8 +11,13 @@ Each row: the boxes of the final answer (one string: one box), the gold, and the
 
 from __future__ import annotations
 
+import contextlib
+import json
+from pathlib import Path
+
 import pytest
 
+from gdpo_verl.answers import Unreadable, lexicon, parse
 from gdpo_verl.rewards.math_length import MathLengthReward
 
 HEDGES = [  # gold 5 unless given; at least 20 spellings of "several values"
@@ -708,6 +713,7 @@ EIGHTH_PASS = [  # a third independent pass on the final reader (1,308 answers):
 TABLE = (HEDGES + SEVERAL_BOXES + LISTS_SETS_INTERVALS_TUPLES + CHOICES + PLAIN + FROM_REVIEW + MEANING + SECOND_PASS
          + THIRD_PASS + FOURTH_PASS + EXACT_VALUES + GRADER_FORMS + SIXTH_PASS
          + SEVENTH_PASS + EIGHTH_PASS)
+PARSER_TEXTS = Path(__file__).parents[2] / "fixtures" / "math" / "parser_texts.json"
 OUTCOMES = {"correct": (1.0, 0.0, 0.0), "hedged": (0.0, 1.0, 0.0), "wrong": (0.0, 0.0, 0.0), "unread": (0.0, 0.0, 1.0)}
 REWARD = MathLengthReward()
 
@@ -732,3 +738,45 @@ def test_the_table_is_large_and_covers_hedges_in_many_spellings():
 def test_each_answer_gets_the_verdict_of_what_it_states(boxes, gold, outcome):
     result = REWARD("math", response(boxes), gold, {"response_length": 10}, timeout_s=10.0)
     assert (result["correct"], result["hedged"], result["verify_failed"]) == OUTCOMES[outcome]
+
+
+def test_the_fast_parse_builds_the_full_parse_s_tree(monkeypatch):
+    """lexicon.parse_tree parses in ANTLR's two stages (SLL prediction, then full-context LL where SLL meets a
+    syntax error). On every text the table's answers and golds bring to the parser, and on those of the adversarial
+    passes (tests/fixtures/math/parser_texts.json), its tree is the one latex2sympy's own LL parse builds, and both
+    stages are taken."""
+    from antlr4.atn.PredictionMode import PredictionMode
+    from antlr4.tree.Trees import Trees
+    from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
+
+    texts = set()
+    two_stage = lexicon.parse_tree
+    monkeypatch.setattr(lexicon, "parse_tree", lambda text, is_real: texts.add((text, is_real)) or two_stage(
+        text, is_real))
+    for boxes, gold, _ in TABLE:
+        golds = [*gold.values()][0] if isinstance(gold, dict) else gold if isinstance(gold, list) else [gold]
+        for text in [*(gold for gold in golds if isinstance(gold, str)), *boxes.split(" | ")]:
+            with contextlib.suppress(Unreadable):
+                parse(text)
+
+    def tree(text, is_real, mode=None):
+        parser = _Latex2Sympy(is_real=is_real).create_parser(text)
+        if mode is not None:
+            parser._interp.predictionMode = mode
+        try:
+            return Trees.toStringTree(parser.math(), recog=parser)
+        except Exception as error:  # latex2sympy's syntax errors are plain Exceptions
+            return f"not parsed: {error}"
+
+    def staged(text, is_real):
+        try:
+            parsed = two_stage(text, is_real)
+        except Exception as error:
+            return f"not parsed: {error}"
+        return Trees.toStringTree(parsed, recog=parsed.parser)
+
+    assert len(texts) >= 250
+    texts |= {(text, is_real) for text, is_real in json.loads(PARSER_TEXTS.read_text())["texts"]}
+    assert [text for text, is_real in texts if staged(text, is_real) != tree(text, is_real)] == []
+    sll_alone_fails = [text for text, is_real in texts if tree(text, is_real, PredictionMode.SLL).startswith("not")]
+    assert len(sll_alone_fails) >= 20
