@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from gdpo_verl.experiments import bfcl_execution
+from gdpo_verl.experiments.bfcl_execution import BFCL_RELEASE
 from gdpo_verl.experiments.bfcl_multi_turn import MULTI_TURN_CATEGORIES
 from gdpo_verl.rewards.tool_calling import GroundTruth, format_matches
 
-# The last release of bfcl-eval whose data and scoring are BFCL v3's (the next, 2025.8.25, is BFCL v4).
-BFCL_RELEASE = "2025.8.5"
 DATA_PREFIX = "BFCL_v3_"
 
 # The single-turn categories, with the language BFCL's checker reads each in.

@@ -46,6 +46,10 @@ from typing import Any
 
 from gdpo_verl.experiments.bfcl_multi_turn import MULTI_TURN_CATEGORIES, decode_execute
 
+# The last release of bfcl-eval whose data and scoring are BFCL v3's (the next, 2025.8.25, is BFCL v4): the one
+# this executor runs and gdpo_verl/experiments/bfcl.py reads the data of.
+BFCL_RELEASE = "2025.8.5"
+
 # An execution's budget: BFCL's calls take microseconds, its environments a few megabytes, and a result of BFCL's
 # ground truth at most 70 KB (multi_turn_long_context_113).
 CPU_S = 5
@@ -319,8 +323,6 @@ def serve() -> int:
     """The executor ``evaluate_bfcl.py generate`` talks to: see the module's docstring. Its answers go to a copy
     of standard output taken first; anything else written to standard output, here or in a child, goes to the
     error output, so the protocol holds only answers."""
-    from gdpo_verl.experiments.bfcl import BFCL_RELEASE
-
     stdin, stdout = sys.stdin, os.fdopen(os.dup(sys.stdout.fileno()), "w")
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())

@@ -16,6 +16,16 @@ def load(module, **reward_kwargs):
     return get_custom_reward_fn(config)
 
 
+def score_a_program_once(manager):
+    """The manager's coding reward on a program that passes one of its two test cases; the reward closed after."""
+    try:
+        return manager.compute_score(
+            data_source="apps", solution_str="</think>```python\nprint(int(input()) + 1)\n```",
+            ground_truth='{"inputs": ["1", "2"], "outputs": ["2", "4"]}', extra_info={"response_length": 9})
+    finally:
+        manager.compute_score.args[0].close()
+
+
 def test_verl_loads_the_math_reward_by_package_path_with_reward_kwargs():
     fn = load("math_length", max_length=50, conditioned=True)
     result = fn(data_source="math", solution_str="</think> \\boxed{4}", ground_truth="4", extra_info={"response_length": 60})
@@ -72,12 +82,7 @@ def test_the_coding_reward_runs_through_verl_and_each_manager_checks_its_sandbox
     manager = GdpoRewardManager(config, None, load("coding", max_length=50, objectives=2, wall_s=5))
     reward = manager.compute_score.args[0]
     assert isinstance(reward, CodingReward) and len(reward._sandboxes) == 1  # made and checked at the start
-    try:
-        result = manager.compute_score(
-            data_source="apps", solution_str="</think>```python\nprint(int(input()) + 1)\n```",
-            ground_truth='{"inputs": ["1", "2"], "outputs": ["2", "4"]}', extra_info={"response_length": 9})
-    finally:
-        reward.close()
+    result = score_a_program_once(manager)
     assert (result["pass_rate"], result["length"], result["no_bug"], result["score"]) == (0.5, 0.0, 1.0, 0.5)
     # a node whose sandbox cannot run: the manager does not start, with the node's problem named
     with pytest.raises(SandboxUnavailable, match="sandbox on node .*: the interpreter /no/python is not an executable"):
@@ -97,14 +102,7 @@ def test_the_reward_manager_gives_the_coding_reward_verls_sandbox_fusion_setting
                                        "reward_kwargs": {"max_length": 50, "objectives": 2, "wall_s": 5,
                                                          "sandbox": "fusion"}},
             "sandbox_fusion": {"url": server.url, "max_concurrent": 2, "memory_limit_mb": 768}}})
-        manager = GdpoRewardManager(config, None, loaded)
-        reward = manager.compute_score.args[0]
-        try:
-            result = manager.compute_score(
-                data_source="apps", solution_str="</think>```python\nprint(int(input()) + 1)\n```",
-                ground_truth='{"inputs": ["1", "2"], "outputs": ["2", "4"]}', extra_info={"response_length": 9})
-        finally:
-            reward.close()
+        result = score_a_program_once(GdpoRewardManager(config, None, loaded))
     assert (result["pass_rate"], result["no_bug"], result["verify_failed"]) == (0.5, 1.0, 0.0)
     # the start-up check, then one request per test case, each with verl's memory limit
     assert server.requests[0]["code"] == "print(1)"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gdpo_verl.answers import Unreadable, lexicon, parse
-from gdpo_verl.rewards.math_length import MathLengthReward
+from tests.unit.rewards.math_reward import REWARD
 
 HEDGES = [  # gold 5 unless given; at least 20 spellings of "several values"
     ("7 \\\\ 5", "5", "hedged"),
@@ -715,14 +715,7 @@ TABLE = (HEDGES + SEVERAL_BOXES + LISTS_SETS_INTERVALS_TUPLES + CHOICES + PLAIN 
          + SEVENTH_PASS + EIGHTH_PASS)
 PARSER_TEXTS = Path(__file__).parents[2] / "fixtures" / "math" / "parser_texts.json"
 OUTCOMES = {"correct": (1.0, 0.0, 0.0), "hedged": (0.0, 1.0, 0.0), "wrong": (0.0, 0.0, 0.0), "unread": (0.0, 0.0, 1.0)}
-REWARD = MathLengthReward()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _stop_the_checker_processes():
-    REWARD.start()  # started, as a training run's reward is by its first batch
-    yield
-    REWARD.close()
+pytestmark = pytest.mark.usefixtures("math_checker_processes")
 
 
 def response(boxes: str) -> str:

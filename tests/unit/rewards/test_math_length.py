@@ -18,20 +18,13 @@ from gdpo_verl.answers.checker import AnswerChecker, Deadline, Verdict
 from gdpo_verl.answers.where import final_answers, last_boxed
 from gdpo_verl.rewards import math_length
 from gdpo_verl.rewards.math_length import MathLengthReward, _verdict, compute_score, parse_ground_truth
+from tests.unit.rewards.math_reward import REWARD
 
 # what every call returns: score and the keys compute_score declares (compute_score.needs.returns, which the config
 # check holds algorithm.gdpo_reward_keys to before Ray starts); score() checks it on every answer of this file
 KEYS = {"score", *compute_score.needs.returns}
 
-# One reward (one checker pool) for this file's tests, as one reward manager holds one for its lifetime.
-REWARD = MathLengthReward()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _stop_the_checker_processes():
-    REWARD.start()  # started, as a training run's reward is by its first batch
-    yield
-    REWARD.close()
+pytestmark = pytest.mark.usefixtures("math_checker_processes")
 
 
 def score(text, truth="4", length=100, **options):
