@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         sandbox.close()
     cores = len(os.sched_getaffinity(0))
     print(f"{args.responses} responses x {CASES} test cases x {args.rounds} rounds per way, {args.slots} at once, "
-          f"{cores} cores; interpreter {sandbox.python}; bubblewrap {sandbox.bwrap}; isolation {sandbox.isolation}")
+          f"{cores} cores; interpreter {sandbox.python}; bubblewrap {sandbox.node.bwrap}; isolation {sandbox.isolation}")
     print(f"the programs' own CPU time: {own * 1000:.2f} ms per test case (measured in this process)")
     base = statistics.median(rates["bare"])
     print(f"{'way':<18} {'cases/s':>8} {'core-ms/case':>12} {'overhead ms':>11} {'/ bare':>7}  rounds")

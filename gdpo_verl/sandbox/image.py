@@ -2,7 +2,8 @@
 libraries they load, and nothing else of the host.
 
 Why a copy: files shared with the host live in the host's page cache, which every process of the host reads and
-changes. A program can drop a file's pages from it (``posix_fadvise``, with a read-only descriptor), load others,
+changes. A program can drop a file's pages from it (``posix_fadvise`` with a read-only descriptor, or
+``madvise(MADV_PAGEOUT)`` on a mapping of it), load others,
 and read the pattern back by timing its reads: state that outlives the run, read by the next one (and a run's reads
 of the host's disk, and evictions of the host's cached files, would be the host's cost). A tmpfs's pages are the
 file itself: they are always in memory, cannot be dropped, and reading them never touches a disk. So every file a

@@ -24,7 +24,7 @@ from gdpo_verl.core.diagnostics import distinct_per_group
 from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.core.jsonl import read_jsonl
 from gdpo_verl.verl_adapter.batches import verl_advantages
-from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME
+from gdpo_verl.verl_adapter.names import CORRGRPO_NAMES, ESTIMATOR_NAME
 
 RESERVED = ("uid", "response_length")
 # The estimators the demo sets beside GRPO (algorithm.adv_estimator), and how its report names each.

@@ -1,7 +1,8 @@
 """Everything that speaks verl (and Ray, TransferQueue, hydra, omegaconf, vLLM); a verl upgrade is a change here,
 and no other room imports any of them.
 
-Inside verl's training run: ``plugin``: the entry point verl loads. ``touch_points``: what gdpo-verl uses of verl,
+Inside verl's training run: ``plugin``: the entry point verl loads. ``names``: the names ``algorithm.adv_estimator``
+selects this package's estimators by. ``touch_points``: what gdpo-verl uses of verl,
 checked in place of a version pin. ``settings``: the config keys and their checks. ``estimator``: the estimator
 verl calls, and the ``Step`` a trainer hook runs it in. ``trainer_hooks``: the wrapped verl functions (V1 and legacy
 trainers, start-up checks). ``transfer_queue``: reading the V1 stage's inputs. ``import_hooks``: wrapping on first
@@ -21,13 +22,7 @@ estimator's imports of verl could work.
 
 from typing import Any
 
-# The name verl's config selects the estimator by (algorithm.adv_estimator), and what it resolves to when it is ours.
-ESTIMATOR_NAME = "gdpo"
-OURS = "gdpo_verl.verl_adapter.estimator.compute_gdpo_advantage"
-# CorrGRPO (gdpo_verl.core.corrgrpo): this package's name for it, then the one its authors' verl fork registers.
-CORRGRPO_NAMES = ("corrgrpo", "grpo_covariance_coefficient")
-# Every algorithm.adv_estimator this package registers; each reads algorithm.gdpo_reward_keys and runs in a Step.
-OUR_ESTIMATORS = (ESTIMATOR_NAME, *CORRGRPO_NAMES)
+from gdpo_verl.verl_adapter.names import CORRGRPO_NAMES, ESTIMATOR_NAME, OUR_ESTIMATORS, OURS
 
 __all__ = ["CORRGRPO_NAMES", "ESTIMATOR_NAME", "OURS", "OUR_ESTIMATORS", "GdpoSettings", "check_config",
            "compute_gdpo_advantage", "settings_from_config"]

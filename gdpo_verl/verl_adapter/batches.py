@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-from gdpo_verl.verl_adapter import OUR_ESTIMATORS
+from gdpo_verl.verl_adapter.names import OUR_ESTIMATORS
 from gdpo_verl.verl_adapter.estimator import Step, running
 from gdpo_verl.verl_adapter.settings import settings_from_config
 

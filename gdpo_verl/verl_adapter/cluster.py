@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gdpo_verl.verl_adapter import ESTIMATOR_NAME, OURS
+from gdpo_verl.verl_adapter.names import ESTIMATOR_NAME, OURS
 
 # A node's check starts a Python worker there and imports verl: seconds on an idle node, minutes on a loaded one.
 NODE_CHECK_TIMEOUT_S = 600.0

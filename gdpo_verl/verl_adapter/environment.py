@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
-from gdpo_verl.verl_adapter import OURS
+from gdpo_verl.verl_adapter.names import OURS
 from gdpo_verl.verl_adapter.import_hooks import WRAPPED
 from gdpo_verl.verl_adapter.touch_points import V1_TRAINER, check_all
 

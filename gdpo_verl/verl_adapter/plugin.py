@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME
+from gdpo_verl.verl_adapter.names import CORRGRPO_NAMES, ESTIMATOR_NAME
 from gdpo_verl.verl_adapter.touch_points import require
 
 

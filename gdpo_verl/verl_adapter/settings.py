@@ -30,7 +30,7 @@ from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakp
 from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX
 from gdpo_verl.verl_adapter.reward_config import check_reward_on_this_node, reward_function, reward_needs
 from gdpo_verl.verl_adapter.reward_config import config_value as _get
-from gdpo_verl.verl_adapter import CORRGRPO_NAMES, ESTIMATOR_NAME, OUR_ESTIMATORS
+from gdpo_verl.verl_adapter.names import CORRGRPO_NAMES, ESTIMATOR_NAME, OUR_ESTIMATORS
 
 # The packaged config, whose algorithm.gdpo block is rendered from core/options.py (a test checks it is).
 CONFIG_FILE = files("gdpo_verl.config") / "gdpo" / "settings.yaml"

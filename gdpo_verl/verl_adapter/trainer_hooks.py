@@ -59,7 +59,7 @@ from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, require_compon
 from gdpo_verl.verl_adapter.estimator import Step, current_step, observe, running
 from gdpo_verl.verl_adapter.import_hooks import after_import, wrap_attribute
 from gdpo_verl.verl_adapter.memory_plan import print_memory_plan
-from gdpo_verl.verl_adapter import ESTIMATOR_NAME, OUR_ESTIMATORS
+from gdpo_verl.verl_adapter.names import ESTIMATOR_NAME, OUR_ESTIMATORS
 from gdpo_verl.verl_adapter.reward_config import reward_node_check
 from gdpo_verl.verl_adapter.settings import check_config, observes, settings_from_config
 from gdpo_verl.verl_adapter.touch_points import (FULLY_ASYNC_TRAINER, LEGACY_TRAINER, MAIN_PPO, REWARD_LOOP,

@@ -118,3 +118,63 @@ def test_the_check_finds_a_reference_into_tests():
     for line in ('exec bash tests/e2e/run.sh', 'sys.path.insert(0, str(ROOT / "tests" / "e2e"))',
                  "from tests.e2e import check_run"):
         assert INTO_TESTS.search(line), line
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each module of the package (a package by its ``__init__``), and the modules of the package it imports,
+    wherever in it the import stands (in a function, under ``TYPE_CHECKING``: each is a dependency)."""
+    def name_of(path: Path) -> str:
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    paths = {name_of(path): path for path in modules()}
+    graph = {}
+    for name, path in paths.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name in paths)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in paths:
+                submodules = {f"{node.module}.{alias.name}" for alias in node.names} & paths.keys()
+                found |= submodules or {node.module}
+                if len(submodules) < len(node.names):  # names the package itself holds
+                    found.add(node.module)
+        graph[name] = found - {name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, round a circle (Tarjan's strongly connected components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_itself_round_a_circle():
+    assert circles(module_graph()) == []
+
+
+def test_a_circle_is_found():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []

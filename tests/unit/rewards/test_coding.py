@@ -153,7 +153,7 @@ def test_slow_test_cases_spread_over_the_free_slots_and_quick_ones_stay_in_one_s
 def test_a_sandbox_that_cannot_run_is_verify_failed_never_wrong(reward, caplog):
     sandbox = reward.sandbox(limits=Limits(**LIMITS))
     taken = [sandbox.session("", wait=False) for _ in range(reward.workers)]  # every slot held: no run can start
-    sandbox._ended -= 3600  # and none of their runs ended for an hour (set by hand): they are stuck
+    sandbox._slots.ended -= 3600  # and none of their runs ended for an hour (set by hand): they are stuck
     try:
         result = score(reward, "a, b = map(int, input().split())\nprint(a + b)")
     finally:

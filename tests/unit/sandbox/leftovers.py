@@ -25,7 +25,7 @@ def program_processes(sandbox: Sandbox) -> list[int]:
             except OSError:
                 continue
             if os.geteuid() == 0:
-                if sandbox.uid_base <= uid < sandbox.uid_base + sandbox.slots:
+                if sandbox.node.uid_base <= uid < sandbox.node.uid_base + sandbox.slots:
                     found.append(int(entry.name))
             elif b"main.py" in argv and b"-I" in argv or any(MARK.encode() in part for part in argv):
                 found.append(int(entry.name))

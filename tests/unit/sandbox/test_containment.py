@@ -335,7 +335,7 @@ def test_the_memory_a_run_holds_is_within_its_bound():
         if refusal:
             pytest.skip(f"no strict isolation here, so no cgroup of the run's to measure: {refusal}")
         sandbox.check()
-        cgroup = sandbox._cgroups.slots[0]
+        cgroup = sandbox.node.cgroups.slots[0]
         slot = SlotMemory(cgroup.version, cgroup.paths[0])
         held, outside = [], []
         for _ in range(3):
@@ -372,7 +372,7 @@ import sys
 from gdpo_verl.sandbox import Limits, Sandbox
 sandbox = Sandbox("local", Limits(wall_s=60, cpu_s=30))
 sandbox.check()
-open({str(ids)!r}, "w").write(str(sandbox.uid_base))
+open({str(ids)!r}, "w").write(str(sandbox.node.uid_base))
 print(sandbox.run("import ctypes, os, time\\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\\nos.fork()\\ntime.sleep(60)", ""))
 """])
     # bubblewrap, the sandbox's interpreter, the program and its child
@@ -442,7 +442,7 @@ def slow_start(*args):  # a start as slow as the kill needs, where bubblewrap's 
 
 def spawned(self, *args):
     answer = spawn(self, *args)
-    open(sys.argv[1], "w").write(str(sandbox.uid_base))
+    open(sys.argv[1], "w").write(str(sandbox.node.uid_base))
     return answer
 
 launch.bwrap_command, spawner.Spawner.spawn = slow_start, spawned

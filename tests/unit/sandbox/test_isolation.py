@@ -67,7 +67,7 @@ def test_every_process_of_a_run_is_born_in_its_slot_s_cgroup_and_nothing_is_move
         seen: dict[int, str] = {}
 
         def look() -> None:
-            for pid, _ in _processes_of_ids(sandbox.uid_base, sandbox.slots):
+            for pid, _ in _processes_of_ids(sandbox.node.uid_base, sandbox.slots):
                 try:
                     with open(f"/proc/{pid}/cgroup") as cgroup:
                         seen[pid] = next(line for line in cgroup if ":memory:" in line).strip()
@@ -80,7 +80,7 @@ def test_every_process_of_a_run_is_born_in_its_slot_s_cgroup_and_nothing_is_move
                 look()
                 time.sleep(0.05)
         assert [run.result().status for run in runs] == [OK] * 4
-        slots = {os.path.basename(cgroup.paths[0]) for cgroup in sandbox._cgroups.slots}
+        slots = {os.path.basename(cgroup.paths[0]) for cgroup in sandbox.node.cgroups.slots}
         with open("/proc/self/cgroup") as cgroup:
             here = next(line for line in cgroup if ":memory:" in line).strip()
         assert here not in seen.values()  # none of them ever ran in this process's cgroup
@@ -93,7 +93,7 @@ def test_every_process_of_a_run_is_born_in_its_slot_s_cgroup_and_nothing_is_move
 
 def test_a_slot_whose_spawner_died_gets_a_new_one(sandbox):
     assert sandbox.run("print(1)", "").status == OK
-    spawners = [cgroup._spawner.process for cgroup in sandbox._cgroups.slots if cgroup._spawner is not None]
+    spawners = [cgroup._spawner.process for cgroup in sandbox.node.cgroups.slots if cgroup._spawner is not None]
     for spawner in spawners:
         spawner.kill()
         spawner.wait()
@@ -111,7 +111,7 @@ def test_past_its_cgroup_s_bound_the_oom_killer_takes_the_run_not_the_reward_wor
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(sandbox.run, "import time\ntime.sleep(1.5)", "")
         while not running.done():
-            for pid, _ in _processes_of_ids(sandbox.uid_base, sandbox.slots):
+            for pid, _ in _processes_of_ids(sandbox.node.uid_base, sandbox.slots):
                 try:
                     scores.add(Path(f"/proc/{pid}/oom_score_adj").read_text().strip())
                 except OSError:
@@ -151,7 +151,7 @@ def test_the_cgroups_of_a_sandbox_whose_process_died_are_removed_and_no_others(s
     # A cgroup's name says who owns it: the pid namespace, the pid and the pid's start time. Before: only the pid,
     # so a sandbox in another pid namespace (another container on a shared hierarchy) removed a live one's cgroups
     # and its next run raised.
-    base = sandbox._cgroups.bases[0]
+    base = sandbox.node.cgroups.bases[0]
     namespace = os.stat("/proc/self/ns/pid").st_ino
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -232,7 +232,7 @@ def test_a_node_whose_sandbox_cannot_start_is_named_with_the_fix():
     broken.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     broken.chmod(0o755)
     sandbox = Sandbox("local", LIMITS)
-    sandbox.bwrap = str(broken)
+    sandbox.node.bwrap = str(broken)
     with pytest.raises(SandboxUnavailable, match=r"sandbox on node .*: bubblewrap could not create the sandbox"
                                                  r"( \(exit 1\))?: bwrap: No permissions to create new namespace"):
         sandbox.check()
@@ -243,9 +243,9 @@ def test_a_node_whose_sandbox_cannot_start_is_named_with_the_fix():
 
 def test_a_kernel_without_schedule_times_is_refused_before_a_run(monkeypatch):
     # a stand-in for a kernel built without CONFIG_SCHED_INFO: every run's own time would read as its wall clock
-    from gdpo_verl.sandbox import sandbox as sandbox_module
+    from gdpo_verl.sandbox import node as node_module
 
-    monkeypatch.setattr(sandbox_module, "has_schedule_times", lambda: False)
+    monkeypatch.setattr(node_module, "has_schedule_times", lambda: False)
     for mode in ("local", "none"):
         sandbox = Sandbox(mode, LIMITS)
         try:
