@@ -121,8 +121,8 @@ def serve() -> None:
     No time limit runs here (math-verify's SIGALRM limits answer "wrong" when they fire, so they are not used):
     the parent's deadline is the only limit: it kills this process, and the check counts as not made.
 
-    The readings of golds and of answers are kept (``_Readings``): reading (latex2sympy's parser) is nearly all of
-    a check's time, and a group's responses share their gold and often their answer.
+    The readings of golds and of answers are kept (``_Readings``): reading (latex2sympy's parse, sympy building the
+    expression) is nearly all of a check's time, and a group's responses share their gold and often their answer.
     """
     # The guards bound every integer an answer may hold to 20,000 digits; Python's default refuses to print more
     # than 4,300, which a reason naming a value would (a ValueError, no verdict where there is one).

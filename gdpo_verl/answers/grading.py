@@ -191,7 +191,7 @@ def _same_relation(gold: Any, answer: Any) -> bool:
         if expected == 0 or given == 0:
             return _same_symbolic(expected, given)
         ratio = _simplified(given / expected)
-        return is_number(ratio) and ratio != 0 and bool(ratio.is_real is not False)
+        return is_number(ratio) and ratio != 0 and bool(ratio.is_finite)  # iy = 2ix + 3i is y = 2x + 3
     strict = {sympy.StrictLessThan: True, sympy.StrictGreaterThan: True, sympy.LessThan: False,
               sympy.GreaterThan: False}
     upward = {sympy.StrictLessThan: -1, sympy.LessThan: -1, sympy.StrictGreaterThan: 1, sympy.GreaterThan: 1}
@@ -212,11 +212,13 @@ def _side_difference(relation: Any) -> Any:
     return relation.lhs - relation.rhs
 
 
-def _simplified(expr: Any) -> Any:
+def _simplified(expr: Any, by_parts: bool = False) -> Any:
+    """``expr`` simplified by sympy (``by_parts``: its real and imaginary parts written out first, exactly:
+    ``expand_complex``, which turns a complex exponential into its cosine and sine)."""
     import sympy
 
     try:
-        return sympy.simplify(expr)
+        return sympy.simplify(sympy.expand_complex(expr) if by_parts else expr)
     except (TypeError, ValueError, NotImplementedError, AttributeError) as error:  # no verdict, never "wrong"
         raise Unreadable(f"sympy cannot simplify {str(expr)[:60]} ({type(error).__name__})") from None
 
@@ -371,12 +373,16 @@ def _equal(gold: Any, answer: Any) -> bool:
     if difference == 0:
         return True
     digits = 60 + _magnitude(gold)
-    apart, size = sympy.N(abs(difference), digits), sympy.N(abs(gold), digits)
+    # the absolute values of the numbers evaluated (sympy's N of an Abs of a complex expression can come back
+    # complex): each a Float
+    apart, size = abs(sympy.N(difference, digits)), abs(sympy.N(gold, digits))
     if not (isinstance(apart, sympy.Number) and isinstance(size, sympy.Number)):
         return False
     if apart > sympy.Float(10, digits) ** -50 * max(size, 1):
         return False
     proven = _simplified(difference)
+    if proven != 0 and proven.is_zero is not False and difference.has(sympy.I):
+        proven = _simplified(difference, by_parts=True)  # e^{i pi/4} against (1 + i)/sqrt(2)
     if proven == 0:
         return True
     if proven.is_zero is False:

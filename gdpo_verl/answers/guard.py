@@ -41,6 +41,7 @@ _SUMS = {"+", "-", ",", "=", "<", ">", "\\pm", "\\mp"}
 _PRODUCTS = {"*", "/", "\\cdot", "\\times", "\\div"}
 _BINOMIALS = {"\\binom", "\\dbinom", "\\tbinom", "\\choose"}
 _BIG_OPERATORS = {"\\sum", "\\prod"}
+_CONSTANTS = {"e": math.log10(math.e), "\\pi": math.log10(math.pi)}  # log10 of each
 _MAX_DEPTH = 64
 
 
@@ -64,10 +65,10 @@ def refusal(answer: str) -> str | None:
         return f"brackets nested {depth} deep (more than {MAX_NESTING})"
     estimate = _Estimate(answer)
     digits = estimate.largest()
-    if digits > MAX_DIGITS:
-        return f"a number of about {_shown(digits)} digits (more than {MAX_DIGITS:,})"
     if estimate.terms > math.log10(MAX_TERMS):
         return f"a sum or product of about 10^{_shown(estimate.terms)} terms (more than {MAX_TERMS:,})"
+    if digits > MAX_DIGITS:
+        return f"a number of about {_shown(digits)} digits (more than {MAX_DIGITS:,})"
     return None
 
 
@@ -92,7 +93,8 @@ class _Estimate:
 
     Every method consumes at least one token or returns, so the parser ends on any text; recursion is bounded
     by the nesting, which ``refusal`` has already limited. A value is a float (a bound on |log10| of its
-    magnitude, so 0.5 counts as 2) or None for anything with a symbol in it, which sympy keeps symbolic.
+    magnitude, so 0.5 counts as 2) or None for anything with a symbol in it, which sympy keeps symbolic (e and pi
+    count as the numbers they are; a letter past a sum's or a product's numeric limits as its upper limit).
     """
 
     def __init__(self, text: str) -> None:
@@ -100,6 +102,7 @@ class _Estimate:
         self.position = 0
         self.worst = 0.0
         self.terms = 0.0  # log10 of the largest upper limit of a \\sum or \\prod
+        self.index: float | None = None  # the same, once one is met: what a letter in its body counts as
         self.depth = 0  # atoms inside atoms: bounded by the nesting, and by _MAX_DEPTH for \\Gamma\\Gamma... chains
 
     def largest(self) -> float:
@@ -184,7 +187,10 @@ class _Estimate:
                 limit = self.atom()
                 if upper and limit is not None:  # a symbolic limit (n) keeps the sum symbolic
                     self.terms = max(self.terms, limit)
+                    self.index = max(self.index or 0.0, limit)  # sympy evaluates the body at each index
             return 0.0
+        if token in _CONSTANTS:  # numbers sympy evaluates to any precision asked (e^{10^{6}})
+            return _CONSTANTS[token]
         if token == "\\Gamma":  # Gamma(n) = (n-1)!, which sympy computes as soon as it reads it
             return self.note(_factorial_digits(self.atom()))
         if token.startswith("\\"):
@@ -197,6 +203,8 @@ class _Estimate:
             if token in _BINOMIALS and arguments:
                 return self.note(_binomial_digits(*arguments[:2]))
             return sum(arguments)
+        if token.isalpha() and len(token) == 1 and self.index is not None:  # past a sum's or a product's limits,
+            return self.index  # a letter may be its index: at most the upper limit
         return None  # a letter or a symbol
 
 
@@ -242,7 +250,7 @@ _SCIENTIFIC = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)[eE][+-]?\d{1,3}", re.ASC
 # A thin space (or another spacing; a comma with \, or \! as MATH writes thousands) between groups of three digits:
 # 1\,000\,000, 10,\!000; not after the digits of an exponent or a subscript (2^2\,000).
 _DIGIT_GROUPING = re.compile(r"(?<![\^_]\d)(?<![\^_]\d\d)(?<![\^_]\d\d\d)(?<=\d)"
-                             r"(?:,?\\[,!]|\\[ ;]|\{,\}|~|\\thinspace\s*|[\u00a0\u2007\u2009\u202f])(?=\d{3}(?!\d))")
+                             r"(?:,?\\[,!]|\\[ ;:>]|\{,\}|~|\\thinspace\s*|[\u00a0\u2007\u2009\u202f])(?=\d{3}(?!\d))")
 # A decimal comma, as LaTeX writes it: {,} before a group of other than three digits (3{,}14; 1{,}000 is a thousand).
 _DECIMAL_COMMA = re.compile(r"(?<=\d)\{,\}(?=(?:\d{1,2}|\d{4,})(?!\d))", re.ASCII)
 # A comma between digit groups, outside brackets: one number when a group of one to three digits is followed by

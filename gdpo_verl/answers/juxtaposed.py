@@ -7,7 +7,8 @@ reader does, and a function applies to what follows it (``\\sin 30``, ``\\log_{2
 normalized piece as a row of atoms (numbers, letters, commands with their arguments, bracket groups, each with its
 postfixes: ``^{...}``, ``_{...}``, ``!``) and refuses two numeric atoms side by side (``Unreadable``) where the
 parser's reading is not the reader's (``_a_reading_all_share``): kept are a mixed number (``3\\frac{1}{2}`` is
-3.5) and products (``2\\sqrt{3}``, ``2(\\sqrt{2}+1)``).
+3.5) and products (``2\\sqrt{3}``, ``2(\\sqrt{2}+1)``); a factor next to a mixed number (``2\\frac{1}{2}\\pi``:
+2 * 1/2 * pi to the parser) and a letter run into a digit (``0x1F``: 0 * x * 1 * F) are refused too.
 """
 
 from __future__ import annotations
@@ -38,13 +39,22 @@ _ARGUMENT_ENDS = frozenset({"+", "-", "=", "<", ">", ",", "\\le", "\\leq", "\\ge
                             "\\neq", "\\pm", "\\mp", "\\to"})
 _PRODUCT_SIGNS = frozenset({"\\cdot", "\\times", "\\div", "*", "/"})
 _BARS = frozenset({"|", "\\vert"})  # a bar opens a group that the next bar closes
+# A letter (not a command's) run into a digit: the parser multiplies (0x1F is 0 * x * 1 * F), where a reader sees a
+# name or a number in another notation. Words (text, names of units) are read by words.py.
+_LETTER_THEN_DIGIT = re.compile(r"(?<![\\A-Za-z])[A-Za-z]\d")
+_WORDS = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{[^{}]*\}")
 # A bracket holding one number, which the parser adds to the number before it: (3), {7}, (\frac{1}{2}).
 _SINGLE = re.compile(r"\s*(?:\d+(?:\.\d*)?|\.\d+|\\[dt]?frac\{[^{}]*\}\{[^{}]*\})\s*")
 
 
 def check(normalized: str) -> None:
     """``Unreadable`` when ``normalized`` (a piece as the parser gets it) has two numeric atoms side by side at any
-    depth, other than a whole number and a fraction of whole numbers (a mixed number)."""
+    depth, other than a whole number and a fraction of whole numbers (a mixed number); a factor next to a mixed
+    number; or a letter run into a digit."""
+    run = _LETTER_THEN_DIGIT.search(_WORDS.sub(" ", normalized))
+    if run is not None:
+        raise Unreadable(f"{normalized[:80]!r}: {run.group()!r}, a letter run into a digit: a name, a number in "
+                         "another notation (0x1F, 0b101) or a product?")
     tokens = _TOKEN.findall(normalized)
     _row(tokens, 0, len(tokens), normalized)
     _function_arguments(tokens, normalized)
@@ -77,7 +87,8 @@ def _function_arguments(tokens: list[str], text: str) -> None:
 
 def _row(tokens: list[str], start: int, end: int, text: str) -> None:
     """Check the atoms of ``tokens[start:end]`` (one bracket level), and inside each of their groups."""
-    previous: tuple[bool, str, str] | None = None  # (numeric, kind, written) of the atom just before, if adjacent
+    # (numeric, kind, written, after an atom, a mixed number's fraction) of the atom just before, if adjacent
+    previous: tuple[bool, str, str, bool, bool] | None = None
     position = start
     while position < end:
         token = tokens[position]
@@ -88,6 +99,8 @@ def _row(tokens: list[str], start: int, end: int, text: str) -> None:
             atom_end = close + 1
             kind = "single" if _SINGLE.fullmatch("".join(tokens[position + 1:close])) else "group"
         elif token.startswith("\\") and token[1:] in _FUNCTIONS:
+            if previous is not None and previous[4]:
+                _after_a_mixed_number(previous, token, text)
             position = _postfixes(tokens, position + 1, end, text)
             previous = None  # a function applies to what follows: no juxtaposition
             continue
@@ -111,11 +124,24 @@ def _row(tokens: list[str], start: int, end: int, text: str) -> None:
         atom_end = _postfixes(tokens, atom_end, end, text)
         written = "".join(tokens[position:atom_end])
         numeric = _numeric(written)
+        if previous is not None and previous[4]:
+            _after_a_mixed_number(previous, written, text)
         if previous is not None and previous[0] and numeric and not _a_reading_all_share(previous, kind, written):
             raise Unreadable(f"{text[:80]!r}: {previous[2]} and {written} side by side: a product, a sum (the "
                              "parser's reading of some), or two values?")
-        previous = (numeric, kind, written)
+        mixed = previous is not None and previous[0] and kind == "frac"  # kept above: a mixed number
+        if mixed and previous[3]:
+            raise Unreadable(f"{text[:80]!r}: the mixed number {previous[2]}{written} after another factor: the "
+                             "parser multiplies its whole part, a reader adds it")
+        previous = (numeric, kind, written, previous is not None, mixed)
         position = atom_end
+
+
+def _after_a_mixed_number(fraction: tuple[bool, str, str, bool, bool], written: str, text: str) -> None:
+    """``Unreadable``: a factor right after a mixed number (``2\\frac{1}{2}\\pi``), which the parser reads as a product
+    of all three (2 * 1/2 * pi), a reader as (2 + 1/2) * pi."""
+    raise Unreadable(f"{text[:80]!r}: {written} right after the mixed number ending in {fraction[2]}: the parser "
+                     "multiplies its whole part, a reader adds it")
 
 
 def _matching(tokens: list[str], opening: int, end: int, open_token: str, close_token: str) -> int:

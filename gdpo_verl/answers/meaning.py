@@ -21,6 +21,8 @@ from gdpo_verl.answers.value import Unreadable, Value
 from gdpo_verl.answers.where import top_level_split
 
 # Where \infty may stand: as a whole member of a list, an interval or a relation, perhaps signed
+# A bracket closing an end at infinity: [3, \infty], [-\infty, 0)
+_CLOSED_AT_INFINITY = re.compile(r"\[\s*[-+]?\s*\\infty(?![A-Za-z])|\\infty\s*\]")
 _INFINITY = re.compile(r"\\infty(?![A-Za-z])")
 _BEFORE_INFINITY = re.compile(r"(?:^|[(\[,=<>]|\\(?:le|leq|ge|geq|lt|gt|ne|neq|left\s*[(\[]))\s*[+-]?\s*$")
 _AFTER_INFINITY = re.compile(r"\s*(?:$|[)\],=<>]|\\(?:right|le|leq|ge|geq|lt|gt|ne|neq)(?![A-Za-z]))")
@@ -42,8 +44,8 @@ _PLAIN_NUMBER = re.compile(r"\s*(?P<sign>[+-]?)\s*(?:(?P<decimal>\d{1,300}(?:\.\
 def plain_number_value(piece: str) -> Value | None:
     """The value of a piece that is a plain number: a whole number, a decimal or a fraction of whole numbers
     (``-12``, ``0.25``, ``\\frac{3}{4}``, ``-\\dfrac{3}{4}``, ``3/4``), read without the parser (nearly all of a
-    check's time is its parse, and most answers are such numbers); the very value the parser's reading gives
-    (``test_a_plain_number_is_read_as_the_parser_reads_it``). None for anything else."""
+    check's time is its parse and sympy's building, and most answers are such numbers); the very value the
+    parser's reading gives (``test_a_plain_number_is_read_as_the_parser_reads_it``). None for anything else."""
     found = _PLAIN_NUMBER.fullmatch(piece)
     if found is None:
         return None
@@ -63,11 +65,16 @@ def plain_number_value(piece: str) -> Value | None:
 
 
 def check_infinity(normalized: str) -> None:
-    """``Unreadable`` for a ``\\infty`` anywhere but alone (perhaps signed) as a value, a member of a list, an
-    interval's end or a side of a relation: inside an expression sympy evaluates it into a number the text does not
-    state (``e^{-\\infty}`` is 0, ``\\infty^0`` 1). So it must stand whole between separators, and every group
-    around it must be a list's, a tuple's or an interval's (a comma at its top level), opened by no script or
-    command (``e^{(-\\infty)}``, ``e^{[-\\infty, 1]}``)."""
+    """``Unreadable`` for an interval closed at infinity (``[3, \\infty]``), and for a ``\\infty`` anywhere but alone
+    (perhaps signed) as a value, a member of a list, an interval's open end or a side of a relation: inside an
+    expression sympy evaluates it into a number the text does not state (``e^{-\\infty}`` is 0, ``\\infty^0`` 1).
+    So it must stand whole between separators, and every group around it must be a list's, a tuple's or an
+    interval's (a comma at its top level), opened by no script or command (``e^{(-\\infty)}``,
+    ``e^{[-\\infty, 1]}``)."""
+    closed = _CLOSED_AT_INFINITY.search(normalized)
+    if closed is not None:
+        raise Unreadable(f"{normalized[:80]!r}: an interval closed at infinity ({closed.group()!r}), which holds no "
+                         "real number there (sympy would open it)")
     for infinity in _INFINITY.finditer(normalized):
         if not (_BEFORE_INFINITY.search(normalized[:infinity.start()])
                 and _AFTER_INFINITY.match(normalized, infinity.end())):
@@ -206,6 +213,34 @@ def evaluated(value: Any) -> Any:
     return value
 
 
+def _matrix_written_out(expr: Any, written: str) -> Any:
+    """A matrix as its entries (a mutable one, as the parser builds a matrix written out); ``Unreadable`` for a
+    matrix anywhere but alone or named (``x = M``): arithmetic on matrices (``2A``, ``AB``, ``A^{-1}``, ``A + B``),
+    which sympy leaves unevaluated, or a matrix in a set or an expression."""
+    import sympy
+
+    if isinstance(expr, sympy.MatrixBase):
+        return sympy.Matrix(expr)
+    named = isinstance(expr, sympy.Equality) and any(isinstance(side, sympy.Symbol) for side in expr.args)
+    parts = [side for side in expr.args if not isinstance(side, sympy.MatrixBase)] if named else [expr]  # x = M
+    if any(isinstance(part, sympy.Basic) and any(isinstance(node, (sympy.MatrixBase, sympy.MatrixExpr))
+                                                 for node in sympy.preorder_traversal(part)) for part in parts):
+        raise Unreadable(f"{written[:80]!r}: arithmetic on a matrix, or a matrix inside another value: the reader "
+                         "compares a matrix written out, entry by entry")
+    return expr
+
+
+def _no_unknown_function_of_numbers(expr: Any, written: str) -> None:
+    """``Unreadable`` for a name applied to numbers (``C(5,2)``, ``P(5,2)``, ``f(3)``): a function the reader does
+    not know, which sympy keeps as a symbol of its own (so it would equal only itself). A name applied to unknowns
+    (``f(x) = x^2``) is notation, and kept."""
+    from sympy.core.function import AppliedUndef
+
+    for node in _nodes(expr):
+        if isinstance(node, AppliedUndef) and not node.free_symbols:
+            raise Unreadable(f"{written[:80]!r}: {node.func} applied to numbers, a function the reader does not know")
+
+
 def exact_reading(expr: Any, unevaluated: Any, written: str) -> Any:
     """The parser's reading ``expr`` of ``written`` made exact (decimals, unknowns, i, odd roots); ``Unreadable``
     for an operation the reader does not model, in the reading or in ``unevaluated``, the same reading built with
@@ -213,6 +248,8 @@ def exact_reading(expr: Any, unevaluated: Any, written: str) -> Any:
     it (None otherwise: lexicon.parse_twice)."""
     if unevaluated is not None:
         _no_undefined_operation(unevaluated, written)
+    expr = _matrix_written_out(expr, written)
+    _no_unknown_function_of_numbers(expr, written)
     expr = _canonical(_exact_literals(expr))
     _no_undefined_operation(expr, written)
     return expr

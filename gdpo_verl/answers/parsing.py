@@ -102,7 +102,7 @@ _GOES_ON = re.compile(r"\.\.\.|\u2026")  # an ellipsis, typed or in one characte
 _TRAILING = re.compile(r"(?<!\\)[\s.,;:]+$")
 _CHOICE_LETTER = re.compile(r"\\(?:textbf|text|mathrm|mathbf|textrm)\s*\{\s*\(?\s*([A-E])\s*\)?\s*\}|\(\s*([A-E])\s*\)"
                             r"|(?<![A-Za-z\\])([A-E])(?![A-Za-z])")
-_BASE = re.compile(r"\s*([0-9A-Z]+)\s*_\s*\{?\s*(\d+)\s*\}?\s*")
+_BASE = re.compile(r"\s*([0-9A-Z]+|[0-9a-f]*[0-9][0-9a-f]*)\s*_\s*\{?\s*(\d+)\s*\}?\s*")
 # A number with a percent sign, alone (perhaps named: x = 20\%): its places after the point, if any.
 _PERCENT = re.compile(r"\s*(?:[A-Za-z]\s*=\s*)?[+-]?\d*(?:\.(\d+))?\s*\\?%\s*")
 _EMPTY_SET = re.compile(r"\\varnothing(?![A-Za-z])|\\O(?![A-Za-z])")
@@ -368,7 +368,7 @@ def _piece_values(piece: str) -> list[Value]:
         return [number]
     base = _BASE.fullmatch(piece)
     if base and (base.group(1).isdigit() or int(base.group(2)) > 10 and len(base.group(1)) > 1):  # 1011_2, FF_{16}
-        digits, radix = base.group(1).lstrip("0") or "0", int(base.group(2))
+        digits, radix = base.group(1).upper().lstrip("0") or "0", int(base.group(2))
         if not 2 <= radix <= 36 or any(int(digit, 36) >= radix for digit in digits):
             raise Unreadable(f"{piece.strip()!r} is no number in base {radix}")
         import sympy
@@ -436,7 +436,7 @@ def _parsed_values(text: str, written: str) -> list[Value]:
     _no_stray_text(expr, normalized)
     try:  # sympy evaluating what the parser built: an error of its own is no reading (1/cot(0), a complex interval)
         expr = meaning.exact_reading(expr, unevaluated, normalized)
-        stated = _stated(expr, normalized)
+        stated = relations.stated(expr, normalized)
     except Unreadable:
         raise
     except (ZeroDivisionError, ValueError, TypeError, AttributeError, NotImplementedError) as error:
@@ -463,61 +463,3 @@ def _no_stray_text(expr: Any, normalized: str) -> None:
     for symbol in getattr(expr, "free_symbols", ()):
         if not _SYMBOL_NAME.fullmatch(str(symbol)):
             raise Unreadable(f"{normalized[:80]!r} holds text the reader cannot place: {str(symbol)[:40]!r}")
-
-
-def _ray(expr: Any, unknown: Any) -> Any:
-    """The solution set of an inequality between the unknown alone and a real number (``x \\geq 3``,
-    ``3 < x``), as sympy's ``as_set`` gives it, without its solver (tens of milliseconds); None for any other."""
-    import sympy
-
-    relational = sympy.core.relational
-    kinds = {relational.StrictGreaterThan: (True, True), relational.GreaterThan: (True, False),
-             relational.StrictLessThan: (False, True), relational.LessThan: (False, False)}
-    if type(expr) not in kinds:
-        return None
-    above, strict = kinds[type(expr)]
-    side, bound = expr.lhs, expr.rhs
-    if side != unknown:
-        side, bound, above = bound, side, not above  # 3 < x is x > 3
-    if side != unknown or not (bound.is_number and bound.is_real and bound.is_finite):
-        return None
-    if above:
-        return sympy.Interval(bound, sympy.oo, left_open=strict, right_open=True)
-    return sympy.Interval(-sympy.oo, bound, left_open=True, right_open=strict)
-
-
-def _stated(expr: Any, written: str) -> list[tuple[Any, Any]]:
-    """The values one parsed piece states, each with the unknown of the inequality it solves (or None)."""
-    import sympy
-
-    expr = relations.one_set(expr)
-    if isinstance(expr, sympy.FiniteSet):
-        braces = "\\{" in written  # a set written as one: \{\{5\}\}, \{[4,4]\} (a box in a box, {5}, is grouping)
-        if any(element is sympy.S.EmptySet or braces and isinstance(element, sympy.Set) for element in expr.args):
-            raise Unreadable(f"{written[:80]!r}: a set of sets")  # not a list of values
-        return [stated for element in expr.args for stated in _stated(element, written)]
-    parts = expr.args if isinstance(expr, sympy.Tuple) else (expr.start, expr.end) if isinstance(
-        expr, sympy.Interval) else ()
-    if any(isinstance(part, sympy.core.relational.Relational) for part in parts):
-        raise Unreadable(f"{written[:80]!r}: equations inside a tuple")  # (x = 5, x = 7)
-    equations = relations.equations(expr)
-    if equations is not None:
-        return [relations.equation_value(equations, written)]
-    listed = relations.one_set(expr.rhs) if isinstance(expr, sympy.Eq) else None
-    if isinstance(listed, sympy.FiniteSet):  # x = 2, 3 or x \in \{2, 3\}
-        return [(sympy.Eq(expr.lhs, element, evaluate=False), None) for element in listed.args]
-    if isinstance(expr, sympy.Ne) and not expr.free_symbols:
-        raise Unreadable(f"{written[:80]!r}: an inequation between values states none")
-    inequality = (sympy.core.relational.Relational, sympy.And, sympy.Or)
-    if isinstance(expr, inequality) and len(expr.free_symbols) == 1:
-        try:
-            unknown = next(iter(expr.free_symbols))
-            solutions = _ray(expr, unknown) or expr.as_set()
-            if isinstance(solutions, sympy.FiniteSet):  # (x-5)^2(x-7)^2 <= 0: the values 5 and 7
-                return [(element, None) for element in solutions.args]
-            return [(solutions, unknown)]
-        except (NotImplementedError, TypeError, ValueError):  # sympy cannot solve it: the inequality as written
-            return [(expr, None)]
-    return [(expr, None)]
-
-

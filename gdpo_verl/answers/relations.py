@@ -8,6 +8,8 @@
 - inequalities about one unknown joined by "or" are the union of their solution sets, by "and" (or commas) the
   intersection; listed apart they are several values;
 - a union of sets of values is the set of them.
+
+``stated`` gives the values one parsed piece states, each with the unknown of the inequality it solves.
 """
 
 from __future__ import annotations
@@ -179,3 +181,59 @@ def joined_sets(values: list[Value]) -> list[Value]:
     if joins == {"or", "and"}:
         raise Unreadable("inequalities joined by both \"and\" and \"or\"")
     return values  # listed apart (a line break, an arrow): several values
+
+
+def ray(expr: Any, unknown: Any) -> Any:
+    """The solution set of an inequality between the unknown alone and a real number (``x \\geq 3``,
+    ``3 < x``), as sympy's ``as_set`` gives it, without its solver (tens of milliseconds); None for any other."""
+    import sympy
+
+    relational = sympy.core.relational
+    kinds = {relational.StrictGreaterThan: (True, True), relational.GreaterThan: (True, False),
+             relational.StrictLessThan: (False, True), relational.LessThan: (False, False)}
+    if type(expr) not in kinds:
+        return None
+    above, strict = kinds[type(expr)]
+    side, bound = expr.lhs, expr.rhs
+    if side != unknown:
+        side, bound, above = bound, side, not above  # 3 < x is x > 3
+    if side != unknown or not (bound.is_number and bound.is_real and bound.is_finite):
+        return None
+    if above:
+        return sympy.Interval(bound, sympy.oo, left_open=strict, right_open=True)
+    return sympy.Interval(-sympy.oo, bound, left_open=True, right_open=strict)
+
+
+def stated(expr: Any, written: str) -> list[tuple[Any, Any]]:
+    """The values one parsed piece states, each with the unknown of the inequality it solves (or None)."""
+    import sympy
+
+    expr = one_set(expr)
+    if isinstance(expr, sympy.FiniteSet):
+        braces = "\\{" in written  # a set written as one: \{\{5\}\}, \{[4,4]\} (a box in a box, {5}, is grouping)
+        if any(element is sympy.S.EmptySet or braces and isinstance(element, sympy.Set) for element in expr.args):
+            raise Unreadable(f"{written[:80]!r}: a set of sets")  # not a list of values
+        return [found for element in expr.args for found in stated(element, written)]
+    parts = expr.args if isinstance(expr, sympy.Tuple) else (expr.start, expr.end) if isinstance(
+        expr, sympy.Interval) else ()
+    if any(isinstance(part, sympy.core.relational.Relational) for part in parts):
+        raise Unreadable(f"{written[:80]!r}: equations inside a tuple")  # (x = 5, x = 7)
+    system = equations(expr)
+    if system is not None:
+        return [equation_value(system, written)]
+    listed = one_set(expr.rhs) if isinstance(expr, sympy.Eq) else None
+    if isinstance(listed, sympy.FiniteSet):  # x = 2, 3 or x \in \{2, 3\}
+        return [(sympy.Eq(expr.lhs, element, evaluate=False), None) for element in listed.args]
+    if isinstance(expr, sympy.Ne) and not expr.free_symbols:
+        raise Unreadable(f"{written[:80]!r}: an inequation between values states none")
+    inequality = (sympy.core.relational.Relational, sympy.And, sympy.Or)
+    if isinstance(expr, inequality) and len(expr.free_symbols) == 1:
+        try:
+            unknown = next(iter(expr.free_symbols))
+            solutions = ray(expr, unknown) or expr.as_set()
+            if isinstance(solutions, sympy.FiniteSet):  # (x-5)^2(x-7)^2 <= 0: the values 5 and 7
+                return [(element, None) for element in solutions.args]
+            return [(solutions, unknown)]
+        except (NotImplementedError, TypeError, ValueError):  # sympy cannot solve it: the inequality as written
+            return [(expr, None)]
+    return [(expr, None)]

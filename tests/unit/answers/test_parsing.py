@@ -2,7 +2,7 @@
 
 import pytest
 
-from gdpo_verl.answers import meaning, parsing
+from gdpo_verl.answers import meaning, parsing, relations
 
 PLAIN = ["7", "-12", "+3", "0", "007", "0.25", "-0.5", ".5", "1.50", "12345678901234567890.0001", "\\frac{3}{4}",
          "-\\frac{3}{4}", "\\dfrac{6}{8}", "\\tfrac{1}{3}", "\\frac{10}{2}", "3/4", "-3/4", " 5 ", "\\frac{ 3 }{ 4 }"]
@@ -30,7 +30,7 @@ def test_an_inequality_of_the_unknown_and_a_number_is_the_set_sympy_s_solver_giv
     expr = lexicon.latex2sympy()(text, is_real=True, normalization_config=None)
     expr = meaning.exact_reading(expr, None, text)
     unknown = next(iter(expr.free_symbols))
-    assert parsing._ray(expr, unknown) == expr.as_set()
+    assert relations.ray(expr, unknown) == expr.as_set()
 
 
 def test_any_other_inequality_is_left_to_the_solver():
@@ -38,4 +38,4 @@ def test_any_other_inequality_is_left_to_the_solver():
 
     x = sympy.Symbol("x", real=True)
     for expr in (x**2 > 4, 2 * x > 3, sympy.Eq(x, 3), x + 1 > 3, x > sympy.Symbol("y", real=True)):
-        assert parsing._ray(expr, x) is None
+        assert relations.ray(expr, x) is None

@@ -710,9 +710,54 @@ EIGHTH_PASS = [  # a third independent pass on the final reader (1,308 answers):
     ("0.333...", "\\frac{1}{3}", "unread"),
 ]
 
+NINTH_PASS = [  # a fourth independent pass on the final reader (1,104 answers): each row scored otherwise before
+    # a factor next to a mixed number: the parser multiplies its whole part (2 * 1/2 * pi), a reader adds it
+    ("2\\frac{1}{2}\\pi", "\\pi", "unread"),
+    ("2\\frac{1}{2}\\pi", "\\frac{5\\pi}{2}", "unread"),
+    ("2\\frac{1}{2}x", "x", "unread"),
+    ("4\\frac{1}{4}\\sqrt{2}", "\\sqrt{2}", "unread"),
+    ("x 2\\frac{1}{2}", "x", "unread"),
+    ("2\\frac{1}{2}\\cdot 2", "5", "correct"),
+    # an interval closed at infinity holds no real number there
+    ("[3,\\infty]", "[3,\\infty)", "unread"),
+    ("[-\\infty,\\infty]", "(-\\infty,\\infty)", "unread"),
+    ("(3,\\infty]", "x > 3", "unread"),
+    # a letter run into a digit: a name or a number in another notation, not a product
+    ("0x1F", "0", "unread"),
+    ("0b101", "5", "unread"),
+    ("e2", "2e", "unread"),
+    # complex numbers in polar form, compared by their real and imaginary parts
+    ("e^{i\\pi/4}", "\\frac{1+i}{\\sqrt{2}}", "correct"),
+    ("\\sqrt{2}e^{i\\pi/4}", "1+i", "correct"),
+    ("e^{2\\pi i/3}", "\\frac{-1+i\\sqrt{3}}{2}", "correct"),
+    ("\\cos\\frac{\\pi}{4} + i\\sin\\frac{\\pi}{4}", "e^{i\\pi/4}", "correct"),
+    ("e^{i\\pi/3}", "\\frac{1+i}{\\sqrt{2}}", "wrong"),
+    # arithmetic on matrices (left unevaluated by sympy), a matrix inside a set: not read; a matrix named is read
+    ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}^{-1}", "\\begin{pmatrix}-2&1\\\\\\frac32&-\\frac12\\end{pmatrix}",
+     "unread"),
+    ("2\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{pmatrix}2&4\\\\6&8\\end{pmatrix}", "unread"),
+    ("\\{\\begin{pmatrix}1\\end{pmatrix}\\}", "1", "unread"),
+    ("2\\begin{pmatrix}1\\end{pmatrix}", "2", "unread"),
+    ("x = \\begin{pmatrix}1\\\\2\\end{pmatrix}", "(1,2)", "correct"),
+    # powers of e and pi, and a product's body at its indices, counted by the guard
+    ("e^{10^{6}}", "0.5", "unread"),
+    ("\\pi^{10^{7}}", "2.5", "unread"),
+    ("\\lceil e^{e^{e^{3}}} \\rceil", "5", "unread"),
+    ("\\prod_{k=1}^{100} k^{k^{3}}", "5", "unread"),
+    # forms a grader accepts
+    ("\\left(B\\right)", "B", "correct"),
+    ("[C]", "C", "correct"),
+    ("1\\:000", "1000", "correct"),
+    ("iy = 2ix + 3i", "y = 2x+3", "correct"),
+    ("1f_{16}", "31", "correct"),
+    # a name applied to numbers: a function the reader does not know
+    ("C(5,2)", "10", "unread"),
+    ("P(5,2)", "20", "unread"),
+]
+
 TABLE = (HEDGES + SEVERAL_BOXES + LISTS_SETS_INTERVALS_TUPLES + CHOICES + PLAIN + FROM_REVIEW + MEANING + SECOND_PASS
          + THIRD_PASS + FOURTH_PASS + EXACT_VALUES + GRADER_FORMS + SIXTH_PASS
-         + SEVENTH_PASS + EIGHTH_PASS)
+         + SEVENTH_PASS + EIGHTH_PASS + NINTH_PASS)
 PARSER_TEXTS = Path(__file__).parents[2] / "fixtures" / "math" / "parser_texts.json"
 OUTCOMES = {"correct": (1.0, 0.0, 0.0), "hedged": (0.0, 1.0, 0.0), "wrong": (0.0, 0.0, 0.0), "unread": (0.0, 0.0, 1.0)}
 pytestmark = pytest.mark.usefixtures("math_checker_processes")
