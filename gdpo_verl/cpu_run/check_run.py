@@ -42,6 +42,7 @@ from pathlib import Path
 from gdpo_verl.core.records import RECORD_FILE
 from gdpo_verl.cpu_run.narrate import step_line
 from gdpo_verl.verl_adapter.composed_config import RunConfig, read_run_config
+from gdpo_verl.verl_adapter.file_logger import logged_step
 
 # Where the CPU run has hydra record its composed config (hydra.run.dir, scripts/cpu_main_ppo.sh), under OUT.
 HYDRA_DIR = "hydra"
@@ -62,7 +63,6 @@ def run_config(out: Path) -> RunConfig:
 MAX_PROBS_DIFF = 0.02
 PROBS_DIFF = "training/rollout_probs_diff_max"
 ADVANTAGES_MAX = "critic/advantages/max"
-GLOBAL_STEP = "training/global_step"
 # verl's trainers that train on the rollout's own log-probs and log no rollout/actor probs diff (TRAINER= names).
 EXPERIMENTAL = ("one_step_off", "fully_async")
 # What gdpo-verl's CPU checkpoint engine (trainers with rollout apart from training) logs it sent, per weight update.
@@ -95,8 +95,7 @@ def step_lines(out: Path) -> list[tuple[int, dict]]:
     it trained. verl's loggers number a line by that step, except the fully asynchronous trainer, which logs a step's
     training metrics under the weight version after it (its ``training/global_step`` says which step they are) and
     logs lines of its rollouter's timing alone, which are no step's."""
-    return [(int(line["data"].get(GLOBAL_STEP, line["step"])), line["data"]) for line in logged_lines(out)
-            if ADVANTAGES_MAX in line["data"]]
+    return [(logged_step(line), line["data"]) for line in logged_lines(out) if ADVANTAGES_MAX in line["data"]]
 
 
 def step_metrics(out: Path) -> dict[int, dict]:

@@ -50,6 +50,7 @@ from pathlib import Path
 import psutil
 
 from gdpo_verl.cpu_run.narrate import HEARTBEAT_S, Cause, Narrator, step_line
+from gdpo_verl.verl_adapter.file_logger import logged_step
 from gdpo_verl.cpu_run.parts import Part, part_title
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -109,10 +110,8 @@ def waits_are_reported() -> bool:
 
 
 def logged_steps(metrics: Path) -> dict[int, dict]:
-    """verl's file logger, one JSON line per step: ``{step: data}``; empty before the first step. A line is the
-    step its ``training/global_step`` says where it has one (verl's fully asynchronous trainer logs a step's training
-    metrics under the weight version after it), else the step it was logged under; a later line of a step adds to
-    what an earlier one logged."""
+    """verl's file logger, one JSON line per step: ``{step: data}``; empty before the first step. A line is of the
+    step ``file_logger.logged_step`` says; a later line of a step adds to what an earlier one logged."""
     if not metrics.is_file():
         return {}
     steps: dict[int, dict] = {}
@@ -120,7 +119,7 @@ def logged_steps(metrics: Path) -> dict[int, dict]:
         try:
             entry = json.loads(line)
             data = entry["data"]
-            step = int(data.get("training/global_step", entry["step"]))
+            step = logged_step(entry)
         except (ValueError, KeyError, TypeError, AttributeError):
             continue  # a line being written right now; the next look reads it whole
         steps[step] = {**steps.get(step, {}), **data}

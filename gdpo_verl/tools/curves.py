@@ -18,6 +18,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from gdpo_verl.core.diagnostics import MEAN, reward_metric, reward_names
 from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.core.jsonl import file_kind, iter_jsonl
+from gdpo_verl.verl_adapter.file_logger import logged_step
 
 # verl's file logger's file in a run's directory (the CPU run's OUT/metrics.jsonl)
 FILE_LOGGER = "metrics.jsonl"
@@ -86,19 +87,18 @@ def default_tags(runs: Sequence[dict[str, list[tuple[int, float]]]]) -> list[str
 
 
 def read_file_logger(paths: list[Path]) -> dict[str, list[tuple[int, float]]]:
-    """The numbers of verl's file logger's lines, of these files in turn: tag -> [(step, value)], by step. A step is
-    the line's ``training/global_step`` where it has one (verl's fully asynchronous trainer logs a step's metrics under
-    the weight version after it), else the step it was logged under."""
+    """The numbers of verl's file logger's lines, of these files in turn: tag -> [(step, value)], by step (the step
+    ``file_logger.logged_step`` says a line is of)."""
     scalars: dict[str, dict[int, float]] = {}
     lines = ((path, number, line) for path in paths for number, line in iter_jsonl(path, torn_tail=True))
     for path, number, line in lines:
         data = line.get("data") if isinstance(line, dict) else None
         if not isinstance(data, dict) or not isinstance(line.get("step"), int):
             raise ValueError(f"{path}:{number}: not a line of verl's file logger ({{\"step\": n, \"data\": {{...}}}}).")
-        step = data.get("training/global_step", line["step"])
+        step = logged_step(line)
         for tag, value in data.items():
             if is_reward_value(value) and not isinstance(value, bool):
-                scalars.setdefault(tag, {})[int(step)] = float(value)
+                scalars.setdefault(tag, {})[step] = float(value)
     if not scalars:
         raise ValueError(f"{paths[-1]}: no step logged yet.")
     return {tag: sorted(points.items()) for tag, points in scalars.items()}

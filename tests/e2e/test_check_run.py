@@ -8,6 +8,7 @@ import torch
 from safetensors.torch import save_file
 
 from gdpo_verl.cpu_run import check_run
+from gdpo_verl.verl_adapter import file_logger
 
 ADVANTAGES = [1.5, -0.5, -1.0, 0.0]
 
@@ -168,7 +169,7 @@ def test_a_trainer_that_logs_no_probs_diff_is_said_so_with_what_its_weight_sync_
 def test_metrics_logged_under_the_next_weight_version_count_for_the_step_they_trained(tmp_path):
     # verl's fully asynchronous trainer: lines of its rollouter's timing alone under steps 0 and 1, then step 1's
     # training metrics under step 2 (its training/global_step says 1): read as step 1's, logged once
-    write_run(tmp_path, metrics={check_run.GLOBAL_STEP: 1})
+    write_run(tmp_path, metrics={file_logger.GLOBAL_STEP: 1})
     trained = json.loads((tmp_path / "metrics.jsonl").read_text())
     timing = [{"step": step, "data": {"fully_async/rollouter/active_time": 1.0}} for step in (0, 1, 2)]
     lines = [*timing[:2], {"step": 2, "data": trained["data"]}, timing[2]]
