@@ -202,7 +202,7 @@ def parse_tree(text: str, is_real: bool) -> Any:
     returns the tree LL returns, or reports a syntax error (``PredictionMode.SLL``; latex2sympy's error listener
     raises on every syntax error, so none is recovered from): the tree is LL's either way, and an error out of the
     LL stage is latex2sympy's own. ``test_the_fast_parse_builds_the_full_parse_s_tree`` holds the two trees equal
-    on every text the table of answers parses."""
+    on every text the table of answers and the adversarial passes brought to the parser."""
     from antlr4.atn.PredictionMode import PredictionMode
     from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
 
@@ -215,9 +215,9 @@ def parse_tree(text: str, is_real: bool) -> Any:
 
 
 def parse_twice(text: str, is_real: bool) -> tuple[Any, Any]:
-    """``text`` parsed once (the parse is nearly all of a reading's time) and converted twice: as latex2sympy
-    converts it, and with sympy's evaluation off, which keeps what sympy would evaluate away as it builds the
-    expression (``e^{\\ln 0}`` is exp(log(0)), not 0), for gdpo_verl/answers/meaning.py to look at. Some
+    """``text`` parsed once (``parse_tree``) and converted twice: as latex2sympy converts it, and with sympy's
+    evaluation off, which keeps what sympy would evaluate away as it builds the expression (``e^{\\ln 0}`` is
+    exp(log(0)), not 0), for gdpo_verl/answers/meaning.py to look at. Some
     expressions latex2sympy cannot build unevaluated (a union of sets, a mixed number: it compares or adds their
     parts as it builds them); their second conversion is None, and what meaning.py checks on the evaluated one
     stands alone (docs/math-length.md, "Comparing exactly gives up")."""

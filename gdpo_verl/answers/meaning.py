@@ -20,9 +20,9 @@ from gdpo_verl.answers.grading import places_of
 from gdpo_verl.answers.value import Unreadable, Value
 from gdpo_verl.answers.where import top_level_split
 
-# Where \infty may stand: as a whole member of a list, an interval or a relation, perhaps signed
 # A bracket closing an end at infinity: [3, \infty], [-\infty, 0)
 _CLOSED_AT_INFINITY = re.compile(r"\[\s*[-+]?\s*\\infty(?![A-Za-z])|\\infty\s*\]")
+# Where \infty may stand: as a whole member of a list, an interval or a relation, perhaps signed
 _INFINITY = re.compile(r"\\infty(?![A-Za-z])")
 _BEFORE_INFINITY = re.compile(r"(?:^|[(\[,=<>]|\\(?:le|leq|ge|geq|lt|gt|ne|neq|left\s*[(\[]))\s*[+-]?\s*$")
 _AFTER_INFINITY = re.compile(r"\s*(?:$|[)\],=<>]|\\(?:right|le|leq|ge|geq|lt|gt|ne|neq)(?![A-Za-z]))")
