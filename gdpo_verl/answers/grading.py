@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from gdpo_verl.answers.value import Unreadable, Value
+from gdpo_verl.answers.value import Unreadable, Value, shown
 
 CORRECT, WRONG, HEDGED = "correct", "wrong", "hedged"
 
@@ -220,7 +220,7 @@ def _simplified(expr: Any, by_parts: bool = False) -> Any:
     try:
         return sympy.simplify(sympy.expand_complex(expr) if by_parts else expr)
     except (TypeError, ValueError, NotImplementedError, AttributeError) as error:  # no verdict, never "wrong"
-        raise Unreadable(f"sympy cannot simplify {str(expr)[:60]} ({type(error).__name__})") from None
+        raise Unreadable(f"sympy cannot simplify {shown(expr)} ({type(error).__name__})") from None
 
 
 def _same_symbolic(gold: Any, answer: Any) -> bool:
@@ -387,7 +387,8 @@ def _equal(gold: Any, answer: Any) -> bool:
         return True
     if proven.is_zero is False:
         return False
-    raise Unreadable(f"sympy cannot decide whether {answer} equals {gold} (they agree to 50 significant digits)")
+    raise Unreadable(f"sympy cannot decide whether {shown(answer)} equals {shown(gold)} (they agree to 50 "
+                     "significant digits)")
 
 
 def _magnitude(number: Any) -> int:

@@ -42,6 +42,7 @@ _PRODUCTS = {"*", "/", "\\cdot", "\\times", "\\div"}
 _BINOMIALS = {"\\binom", "\\dbinom", "\\tbinom", "\\choose"}
 _BIG_OPERATORS = {"\\sum", "\\prod"}
 _CONSTANTS = {"e": math.log10(math.e), "\\pi": math.log10(math.pi)}  # log10 of each
+_EXPONENTIALS = {"\\exp", "\\sinh", "\\cosh"}  # about e to the power of their argument
 _MAX_DEPTH = 64
 
 
@@ -101,7 +102,9 @@ class _Estimate:
         self.tokens = _TOKEN.findall(_IGNORED.sub(" ", text))
         self.position = 0
         self.worst = 0.0
-        self.terms = 0.0  # log10 of the largest upper limit of a \\sum or \\prod
+        self.terms = 0.0  # log10 of the most terms sympy evaluates: the upper limits of nested \\sum and \\prod
+        self.outer = 0.0  # log10 of the terms of the sums and products the atom being read is inside
+        self.limit: float | None = None  # log10 of the upper limit of the \\sum or \\prod just read
         self.index: float | None = None  # the same, once one is met: what a letter in its body counts as
         self.depth = 0  # atoms inside atoms: bounded by the nesting, and by _MAX_DEPTH for \\Gamma\\Gamma... chains
 
@@ -124,12 +127,20 @@ class _Estimate:
         """Terms joined by operators or side by side, up to a closing bracket or the end."""
         total: float | None = 0.0
         operator = "*"
+        outer, nested = self.outer, 0.0  # the terms of the sums and products this one is inside, and here
         while (token := self.peek()) is not None and token not in _CLOSE:
             if token in _SUMS or token in _PRODUCTS:
+                if token in _SUMS:
+                    nested = 0.0  # a big operator's body ends at a sum
                 operator = token
                 self.position += 1
                 continue
+            self.outer = outer + nested
             value = self.postfix()
+            if self.limit is not None:  # a \sum or \prod: what follows is its body, evaluated at every index
+                nested += self.limit
+                self.terms = max(self.terms, outer + nested)
+                self.limit = None
             if total is None or value is None:
                 total = None
             elif operator in _SUMS:
@@ -137,6 +148,7 @@ class _Estimate:
             else:  # a product or a quotient (whose numerator and denominator sympy both holds)
                 total = total + value
             operator = "*"  # side by side multiplies
+        self.outer = outer
         return total
 
     def postfix(self) -> float | None:
@@ -186,11 +198,13 @@ class _Estimate:
                 self.position += 1
                 limit = self.atom()
                 if upper and limit is not None:  # a symbolic limit (n) keeps the sum symbolic
-                    self.terms = max(self.terms, limit)
+                    self.limit = limit
                     self.index = max(self.index or 0.0, limit)  # sympy evaluates the body at each index
             return 0.0
         if token in _CONSTANTS:  # numbers sympy evaluates to any precision asked (e^{10^{6}})
             return _CONSTANTS[token]
+        if token in _EXPONENTIALS:  # e to its argument's power, about
+            return self.note(_power_digits(_CONSTANTS["e"], self.postfix()))
         if token == "\\Gamma":  # Gamma(n) = (n-1)!, which sympy computes as soon as it reads it
             return self.note(_factorial_digits(self.atom()))
         if token.startswith("\\"):

@@ -8,7 +8,8 @@ normalized piece as a row of atoms (numbers, letters, commands with their argume
 postfixes: ``^{...}``, ``_{...}``, ``!``) and refuses two numeric atoms side by side (``Unreadable``) where the
 parser's reading is not the reader's (``_a_reading_all_share``): kept are a mixed number (``3\\frac{1}{2}`` is
 3.5) and products (``2\\sqrt{3}``, ``2(\\sqrt{2}+1)``); a factor next to a mixed number (``2\\frac{1}{2}\\pi``:
-2 * 1/2 * pi to the parser) and a letter run into a digit (``0x1F``: 0 * x * 1 * F) are refused too.
+2 * 1/2 * pi to the parser), a product side by side after a slash (``1/2\\sqrt{3}``: 1/(2 sqrt 3) to the parser)
+and a letter run into a digit (``0x1F``: 0 * x * 1 * F) are refused too.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ _BINOMIALS = frozenset({"binom", "dbinom", "tbinom"})
 _ARGUMENT_ENDS = frozenset({"+", "-", "=", "<", ">", ",", "\\le", "\\leq", "\\ge", "\\geq", "\\lt", "\\gt", "\\ne",
                             "\\neq", "\\pm", "\\mp", "\\to"})
 _PRODUCT_SIGNS = frozenset({"\\cdot", "\\times", "\\div", "*", "/"})
+_SLASHES = frozenset({"/", "\\div"})  # a/bc: the parser divides by bc
 _BARS = frozenset({"|", "\\vert"})  # a bar opens a group that the next bar closes
 # A letter (not a command's) run into a digit: the parser multiplies (0x1F is 0 * x * 1 * F), where a reader sees a
 # name or a number in another notation. Words (text, names of units) are read by words.py.
@@ -89,6 +91,8 @@ def _row(tokens: list[str], start: int, end: int, text: str) -> None:
     """Check the atoms of ``tokens[start:end]`` (one bracket level), and inside each of their groups."""
     # (numeric, kind, written, after an atom, a mixed number's fraction) of the atom just before, if adjacent
     previous: tuple[bool, str, str, bool, bool] | None = None
+    after_slash = False  # the next atom is a slash's right side
+    denominator = False  # the atom just read is a slash's right side
     position = start
     while position < end:
         token = tokens[position]
@@ -103,6 +107,7 @@ def _row(tokens: list[str], start: int, end: int, text: str) -> None:
                 _after_a_mixed_number(previous, token, text)
             position = _postfixes(tokens, position + 1, end, text)
             previous = None  # a function applies to what follows: no juxtaposition
+            after_slash = denominator = False
             continue
         elif token.startswith("\\") and token[1:].isalpha() and token[1:] not in _OPERATORS:
             atom_end = position + 1
@@ -119,6 +124,7 @@ def _row(tokens: list[str], start: int, end: int, text: str) -> None:
             kind = "other" if token.isalpha() else "number"
         else:  # an operator, a relation, a comma, a separator
             previous = None
+            after_slash, denominator = token in _SLASHES, False
             position += 1
             continue
         atom_end = _postfixes(tokens, atom_end, end, text)
@@ -126,6 +132,10 @@ def _row(tokens: list[str], start: int, end: int, text: str) -> None:
         numeric = _numeric(written)
         if previous is not None and previous[4]:
             _after_a_mixed_number(previous, written, text)
+        if previous is not None and denominator:
+            raise Unreadable(f"{text[:80]!r}: {previous[2]}{written} right after a slash: the parser divides by "
+                             "the product, a reader may divide by the first alone (1/2\\sqrt{3})")
+        denominator, after_slash = after_slash, False
         if previous is not None and previous[0] and numeric and not _a_reading_all_share(previous, kind, written):
             raise Unreadable(f"{text[:80]!r}: {previous[2]} and {written} side by side: a product, a sum (the "
                              "parser's reading of some), or two values?")

@@ -439,7 +439,7 @@ def _parsed_values(text: str, written: str) -> list[Value]:
         stated = relations.stated(expr, normalized)
     except Unreadable:
         raise
-    except (ZeroDivisionError, ValueError, TypeError, AttributeError, NotImplementedError) as error:
+    except (ArithmeticError, ValueError, TypeError, AttributeError, NotImplementedError) as error:
         reason = (str(error).splitlines() or [""])[0][:60]
         raise Unreadable(f"{normalized[:80]!r}: sympy cannot evaluate it ({type(error).__name__}: {reason})") from None
     literals = meaning.literals(written)

@@ -18,9 +18,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from gdpo_verl.answers.value import Unreadable
+from gdpo_verl.answers.value import Unreadable, Value, shown
 from gdpo_verl.answers.grading import is_number, same_number
-from gdpo_verl.answers.value import Value
 
 MODULUS = re.compile(r"(?:\\pmod\s*(?:\{\s*(\d+)\s*\}|(\d+))|\\mod\s*(?:\{\s*(\d+)\s*\}|(\d+))"
                      r"|\(\s*\\(?:bmod|mod)\s*(\d+)\s*\))\s*$")
@@ -43,7 +42,7 @@ def approximated(values: list[Value], written: str) -> Value:
     for value in numbers:
         rounded = value.decimals is not None and value is not stated
         if not same_number(value.expr, stated.expr, value.decimals if rounded else None):
-            raise Unreadable(f"{written[:80]!r}: {value.expr} is not {stated.expr} rounded")
+            raise Unreadable(f"{written[:80]!r}: {shown(value.expr)} is not {shown(stated.expr)} rounded")
     return stated
 
 
@@ -70,7 +69,8 @@ def residue(values: list[Value], modulus: int | None, written: str) -> Value:
     if len(values) - len(numbers) > 1 or len(set(numbers)) != 1 or not isinstance(numbers[0], sympy.Integer):
         raise Unreadable(f"{written[:80]!r}: a congruence is read as one whole number and at most one unknown")
     if not 0 <= numbers[0] < modulus:
-        raise Unreadable(f"{written[:80]!r}: {numbers[0]} is not a residue modulo {modulus} (0 to {modulus - 1})")
+        raise Unreadable(f"{written[:80]!r}: {shown(numbers[0])} is not a residue modulo {shown(modulus)} (0 to "
+                         f"{shown(modulus - 1)})")
     return Value(numbers[0], modulus=modulus)
 
 
@@ -113,7 +113,7 @@ def equation_value(equations: list[Any], written: str) -> tuple[Any, Any]:
     numbers = [member for member in members if not member.free_symbols]
     for number in numbers[1:]:
         if not same_number(numbers[0], number):
-            raise Unreadable(f"{written[:80]!r} claims that {numbers[0]} equals {number}")
+            raise Unreadable(f"{written[:80]!r} claims that {shown(numbers[0])} equals {shown(number)}")
     unknowns = [member for member in members if isinstance(member, sympy.Symbol)]
     others = [member for member in members if member.free_symbols and not isinstance(member, sympy.Symbol)]
     if numbers and len(unknowns) <= 1 and not others:

@@ -10,6 +10,15 @@ class Unreadable(ValueError):
     """The text holds something the reader cannot place as values; the message says what."""
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """``value`` as a reason shows it, at most ``limit`` characters; a number too long for Python to write out (over
+    ``sys.get_int_max_str_digits()`` digits, which the answer guards allow up to 20,000) by its size instead."""
+    try:
+        return str(value)[:limit]
+    except ValueError:  # Python refuses to convert an integer that long to text
+        return "a number too long to write out"
+
+
 @dataclass(frozen=True)
 class Value:
     """One stated value: a sympy object (``expr``), a multiple-choice letter (``choice``), or both (a letter with

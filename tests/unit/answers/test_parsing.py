@@ -39,3 +39,21 @@ def test_any_other_inequality_is_left_to_the_solver():
     x = sympy.Symbol("x", real=True)
     for expr in (x**2 > 4, 2 * x > 3, sympy.Eq(x, 3), x + 1 > 3, x > sympy.Symbol("y", real=True)):
         assert relations.ray(expr, x) is None
+
+
+@pytest.mark.parametrize(("answer", "gold"), [("10^{5000} \\pmod{7}", "3"), ("10^{5000} \\approx 5", "5"),
+                                              ("2^{19000} \\pmod 7", "2"), ("\\lfloor 10^{5000}\\pi\\rfloor", "5")])
+def test_a_number_too_long_to_write_out_is_not_read_in_a_process_that_keeps_python_s_limit(answer, gold):
+    # the checker processes lift Python's limit on writing out integers (4,300 digits); a direct caller of parse
+    # (scripts/prepare_data.py reading golds) keeps it: the reason names the number without writing it out
+    import sys
+
+    from gdpo_verl.answers import Unreadable, grade, parse
+
+    kept = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(4300)  # Python's default
+    try:
+        with pytest.raises(Unreadable):
+            grade(parse(gold), parse(answer))
+    finally:
+        sys.set_int_max_str_digits(kept)

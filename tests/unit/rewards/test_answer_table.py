@@ -755,9 +755,23 @@ NINTH_PASS = [  # a fourth independent pass on the final reader (1,104 answers):
     ("P(5,2)", "20", "unread"),
 ]
 
+TENTH_PASS = [  # a fifth independent pass on the final reader (1,486 answers): each row scored otherwise before
+    # a product side by side after a slash: the parser divides by the product (1/(2 sqrt 3)), a reader may not
+    ("1/2\\sqrt{3}", "\\frac{1}{2\\sqrt3}", "unread"),
+    ("2/3\\pi", "\\frac{2}{3\\pi}", "unread"),
+    ("1/2(x+1)", "\\frac{x+1}{2}", "unread"),
+    ("\\pi/2", "\\frac{\\pi}{2}", "correct"),
+    ("2/(3\\pi)", "\\frac{2}{3\\pi}", "correct"),
+    # exponentials and nested sums and products, counted by the size guard
+    ("\\lfloor \\exp(10^{7}) \\rfloor", "5", "unread"),
+    ("\\lceil \\cosh(10^{7}) \\rceil", "5", "unread"),
+    ("\\sum_{a=1}^{100}\\sum_{b=1}^{100} \\frac{1}{a^2+b^3}", "5", "unread"),
+    ("\\sum_{k=1}^{50} k + \\sum_{k=1}^{50} k^2", "44200", "correct"),
+]
+
 TABLE = (HEDGES + SEVERAL_BOXES + LISTS_SETS_INTERVALS_TUPLES + CHOICES + PLAIN + FROM_REVIEW + MEANING + SECOND_PASS
          + THIRD_PASS + FOURTH_PASS + EXACT_VALUES + GRADER_FORMS + SIXTH_PASS
-         + SEVENTH_PASS + EIGHTH_PASS + NINTH_PASS)
+         + SEVENTH_PASS + EIGHTH_PASS + NINTH_PASS + TENTH_PASS)
 PARSER_TEXTS = Path(__file__).parents[2] / "fixtures" / "math" / "parser_texts.json"
 OUTCOMES = {"correct": (1.0, 0.0, 0.0), "hedged": (0.0, 1.0, 0.0), "wrong": (0.0, 0.0, 0.0), "unread": (0.0, 0.0, 1.0)}
 pytestmark = pytest.mark.usefixtures("math_checker_processes")
