@@ -194,6 +194,37 @@ mini_batches_per_batch() {
     echo $((TRAIN_BATCH_SIZE / MINI_BATCH_SIZE))
 }
 
+# The actor (FSDP) and its loss as DLER's script sets them, the recipe the paper's math experiments follow; the coding
+# kit takes the same. math_length/common.sh and coding/common.sh declare these knobs with dler_actor_knobs, and add
+# the overrides shared_overrides leaves out with "${DLER_ACTOR_OVERRIDES[@]}" (dler_actor_overrides sets the array).
+# docs/math-length.md ("Where each default comes from") gives the source of each default.
+dler_actor_knobs() {
+    knob LR "1e-6"
+    knob MINI_BATCH_SIZE "64"
+    knob PPO_EPOCHS "1"
+    knob CLIP_LOW "0.2"
+    knob CLIP_HIGH "0.28"
+    knob CLIP_RATIO_C "10.0"                # verl's default is 3.0
+    knob LOSS_AGG_MODE "token-mean"
+    knob USE_KL_LOSS "True"
+    knob KL_LOSS_COEF "0.0005"
+    knob KL_LOSS_TYPE "mse"
+    knob ENTROPY_COEFF "0"                  # no entropy bonus: DLER's dler_slurm.sh sets 0 (the paper is silent)
+    knob MAX_TOKENS_PER_GPU "18432"         # dynamic batch size: prompt + response tokens per GPU
+    knob SP_SIZE "1"                        # Ulysses sequence parallelism for long responses
+}
+
+dler_actor_overrides() {
+    DLER_ACTOR_OVERRIDES=(
+        "actor_rollout_ref.actor.ppo_epochs=${PPO_EPOCHS}"
+        "actor_rollout_ref.actor.clip_ratio_low=${CLIP_LOW}"
+        "actor_rollout_ref.actor.clip_ratio_high=${CLIP_HIGH}"
+        "actor_rollout_ref.actor.clip_ratio_c=${CLIP_RATIO_C}"
+        "actor_rollout_ref.actor.loss_agg_mode=${LOSS_AGG_MODE}"
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size=${SP_SIZE}"
+    )
+}
+
 # The overrides the paper's experiments share (math_length/, tool_calling/), from knobs their common.sh declares:
 # data sizes, the model, the FSDP actor and its KL loss, vLLM rollout, the gdpo_verl reward manager, the trainer.
 # Sets the array SHARED_OVERRIDES. PROMPT_OVERFLOW: drop (leave prompts over MAX_PROMPT_LENGTH out of the data) or

@@ -13,9 +13,7 @@ from typing import Any
 
 _EXPORTS = {
     "BATCH_NORMS": "advantage",
-    "DEFAULT_BATCH_NORM": "advantage",
-    "DEFAULT_EPS": "advantage",
-    "GdpoOptions": "advantage",
+    "GdpoOptions": "options",
     "GdpoParts": "advantage",
     "Sessions": "advantage",
     "gdpo_advantage": "advantage",

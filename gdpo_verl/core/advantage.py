@@ -28,42 +28,17 @@ import torch
 
 from gdpo_verl.core.conditions import Condition, applies_under_conditions, apply_conditions, check_conditions
 from gdpo_verl.core.inputs import check_rewards, outcome_inputs, outcome_scores, weight_vector_for
-from gdpo_verl.core.options import COMPUTED, DEFAULTS, OPTIONS, checked
+from gdpo_verl.core.options import OPTIONS, GdpoOptions, gdpo_options
 from gdpo_verl.core.variants import conflict_keep, group_kept_fraction, saw_weights
 
-# What algorithm.gdpo.batch_norm takes, and the defaults of batch_norm and eps (declared in options.py).
+# What algorithm.gdpo.batch_norm takes (declared in options.py).
 BATCH_NORMS = OPTIONS["batch_norm"].choices
-DEFAULT_BATCH_NORM = DEFAULTS["batch_norm"]
-DEFAULT_EPS = DEFAULTS["eps"]
 
 # verl's masked_whiten adds this to the variance before the inverse square root.
 WHITEN_VAR_EPS = 1e-8
 # Leave-one-out: the other responses of a group count as equal when the sum of their squared deviations is below
 # this fraction of the group's (their std below ~1e-6 of the group's; round-off leaves ~1e-16 where they are equal).
 OTHERS_EQUAL_RTOL = 1e-12
-
-
-@dataclass(frozen=True)
-class GdpoOptions:
-    """How a GDPO computation normalizes (the keyword options of ``gdpo_outcome_parts``), checked on creation:
-    the options ``options.COMPUTED``, each with the default, check and meaning declared there (``options.OPTIONS``).
-    """
-
-    conditions: tuple[Condition, ...] = DEFAULTS["conditions"]
-    norm_by_std: bool = DEFAULTS["norm_by_std"]
-    batch_norm: str = DEFAULTS["batch_norm"]
-    eps: float = DEFAULTS["eps"]
-    baseline: str = DEFAULTS["baseline"]
-    conflict: str = DEFAULTS["conflict"]
-    conflict_threshold: float = DEFAULTS["conflict_threshold"]
-    adaptive_weights: str = DEFAULTS["adaptive_weights"]
-
-    def __post_init__(self) -> None:
-        flag = self.norm_by_std
-        if isinstance(flag, torch.Tensor) and flag.numel() == 1 and not flag.is_floating_point():
-            object.__setattr__(self, "norm_by_std", flag.item())
-        for name in COMPUTED:
-            object.__setattr__(self, name, checked(name, getattr(self, name)))
 
 
 @dataclass(frozen=True)
@@ -141,15 +116,8 @@ def gdpo_outcome_parts(
     valid_tokens: Any,
     index: Any,
     weights: Mapping[str, float] | None = None,
+    options: GdpoOptions = GdpoOptions(),
     *,
-    conditions: Sequence[Condition] = DEFAULTS["conditions"],
-    norm_by_std: bool = DEFAULTS["norm_by_std"],
-    batch_norm: str = DEFAULTS["batch_norm"],
-    eps: float = DEFAULTS["eps"],
-    baseline: str = DEFAULTS["baseline"],
-    conflict: str = DEFAULTS["conflict"],
-    conflict_threshold: float = DEFAULTS["conflict_threshold"],
-    adaptive_weights: str = DEFAULTS["adaptive_weights"],
     applies: Mapping[str, Any] | None = None,
 ) -> GdpoParts:
     """GDPO on one outcome score per response and reward (``advantages`` is None).
@@ -160,20 +128,15 @@ def gdpo_outcome_parts(
         valid_tokens: ``(B,)`` valid response tokens of each response (the weights of ``batch_norm="token"``).
         index: ``(B,)`` group ids: verl's ``uid`` numpy object array, a list, or an integer tensor.
         weights: reward name -> weight on that reward's normalized advantage; ``None`` weighs all 1.0.
-        conditions: keep a reward only where another reaches a threshold (``Condition``), before step 1. Where
-            the ``given`` reward does not apply, the conditioned one does not apply either.
-        norm_by_std: divide by the group std (step 1); False only centres (verl's ``norm_adv_by_std_in_grpo``).
-        batch_norm: ``"token"`` (verl's masked whitening), ``"sequence"`` (the paper's Eq. 6) or ``"none"``.
-        eps: added to every std.
-        baseline, conflict, conflict_threshold, adaptive_weights: see their declarations (``options.OPTIONS``).
+        options: how to normalize (``GdpoOptions``; each field's meaning is declared in ``options.OPTIONS``). Its
+            ``conditions`` keep a reward only where another reaches a threshold, before step 1; where the ``given``
+            reward does not apply, the conditioned one does not apply either.
         applies: reward name -> ``(B,)`` bool, False where the reward does not apply (and its score is ignored);
             a reward not named applies wherever its score is not None.
     """
     names, raw_scores, valid_tokens, applied = outcome_inputs(scores, valid_tokens, applies)
     base_weight = weight_vector_for(names, weights)
-    options = GdpoOptions(conditions=check_conditions(names, checked("conditions", conditions)),
-                          norm_by_std=norm_by_std, batch_norm=batch_norm, eps=eps, baseline=baseline,
-                          conflict=conflict, conflict_threshold=conflict_threshold, adaptive_weights=adaptive_weights)
+    options = replace(options, conditions=check_conditions(names, options.conditions))
     group, num_groups = group_ids(index, raw_scores.shape[0], raw_scores.device)
 
     rewards = apply_conditions(raw_scores, names, options.conditions, applied)
@@ -208,13 +171,19 @@ def gdpo_outcome_parts(
 def gdpo_parts(
     rewards: Mapping[str, torch.Tensor], response_mask: torch.Tensor, index: Any,
     weights: Mapping[str, float] | None = None, *, sessions: Sessions | None = None,
-    applies: Mapping[str, torch.Tensor] | None = None, outcome: Any = None, **options: Any,
+    applies: Mapping[str, torch.Tensor] | None = None, outcome: Any = None, options: GdpoOptions | None = None,
+    **keywords: Any,
 ) -> GdpoParts:
     """``gdpo_advantage`` with its intermediate values; same arguments, and ``sessions`` for multi-output agent
     sessions (``Sessions``; None: every row is a response of its own). The whole step: the mask checked, outcome
     scores, the three steps, the ``(B, T)`` advantages. ``applies``: reward name -> ``(B,)`` bool, False where
     that reward does not apply to the response (its score there is ignored). ``outcome``: the per-response
-    computation, ``gdpo_outcome_parts`` (None) or another with its arguments (``corrgrpo.corrgrpo_outcome_parts``)."""
+    computation, ``gdpo_outcome_parts`` (None) or another with its arguments (``corrgrpo.corrgrpo_outcome_parts``).
+    The options: ``options`` (a ``GdpoOptions``), or each as a keyword (``eps=1e-4``), not both."""
+    if options is not None and keywords:
+        raise ValueError(f"give the options as options=GdpoOptions(...) or as keywords, not both; got both options "
+                         f"and {sorted(keywords)}.")
+    options = gdpo_options(keywords) if options is None else options
     names = check_rewards(rewards, response_mask)
     output = output_buffer(response_mask)  # becomes the advantages (expand_advantages)
     scores = outcome_scores(rewards, names, output)
@@ -226,7 +195,7 @@ def gdpo_parts(
         index = index[rows.to(index.device)] if isinstance(index, torch.Tensor) else np.asarray(index)[rows.tolist()]
         applies = {name: torch.as_tensor(mask)[rows.to(torch.as_tensor(mask).device)] for name, mask in applies.items()}
     parts = (outcome or gdpo_outcome_parts)(dict(zip(names, scores.T, strict=True)), valid_tokens, index, weights,
-                                            applies=applies or None, **options)
+                                            options, applies=applies or None)
     row_session = None if sessions is None else sessions.row_session
     return replace(parts, advantages=expand_advantages(parts.final, output, row_session))
 
@@ -245,9 +214,10 @@ def gdpo_advantage(
             reward's outcome score is the sum of its scores over the response's valid tokens.
         response_mask: ``(B, T)`` 1 on valid response tokens, 0 elsewhere.
         index, weights: as for ``gdpo_outcome_parts``.
-        options: the keyword options of ``gdpo_outcome_parts`` (``conditions``, ``norm_by_std``,
-            ``batch_norm``, ``eps``, ``baseline``, ``conflict``, ``conflict_threshold``, ``adaptive_weights``), with its
-            defaults, and ``applies`` (reward name -> ``(B,)`` bool, False where the reward does not apply).
+        options: the options of the computation as keywords (``conditions``, ``norm_by_std``, ``batch_norm``,
+            ``eps``, ``baseline``, ``conflict``, ``conflict_threshold``, ``adaptive_weights``: the fields of
+            ``GdpoOptions``, each with its declared default), or ``options=GdpoOptions(...)``; and ``applies``
+            (reward name -> ``(B,)`` bool, False where the reward does not apply).
 
     Returns:
         ``(B, T)`` float32 advantages, zero outside ``response_mask``.
@@ -350,11 +320,11 @@ def group_normalize(
     group: torch.Tensor,
     num_groups: int,
     *,
-    norm_by_std: bool = True,
-    eps: float = DEFAULT_EPS,
+    norm_by_std: bool,
+    eps: float,
+    baseline: str,
     ddof: int = 1,
     applies: torch.Tensor | None = None,
-    baseline: str = "mean",
 ) -> torch.Tensor:
     """Step 1: normalize each column of ``values`` within its group, in float64.
 
@@ -441,8 +411,7 @@ def group_varies(
 
 
 def batch_normalize(
-    advantages: torch.Tensor, valid_tokens: torch.Tensor, mode: str = DEFAULT_BATCH_NORM, eps: float = DEFAULT_EPS,
-    keep: torch.Tensor | None = None,
+    advantages: torch.Tensor, valid_tokens: torch.Tensor, mode: str, eps: float, keep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, float, float]:
     """Step 3: normalize the summed advantage over the whole batch.
 

@@ -50,10 +50,16 @@ def whole_number(value: Any, what: str, *, minimum: int) -> int:
 
 
 def boolean(value: Any, what: str) -> bool:
-    """``value`` when it is True or False (a string such as "false" is refused, not read as true)."""
-    if not isinstance(value, bool):
-        raise ValueError(f"{what} must be true or false; got {value!r}.")
-    return value
+    """``value`` as True or False: a bool, numpy's, the integers 1 and 0, or a one-element numpy array or torch
+    tensor of one of those (verl may hand a flag over as a tensor). A string such as "false" is refused, not read
+    as true; so is a float, even 1.0."""
+    if isinstance(value, (bool, np.bool_)) or isinstance(value, numbers.Integral) and value in (0, 1):
+        return bool(value)
+    if getattr(value, "shape", None) in ((), (1,)) and hasattr(value, "item"):
+        item = value.item()
+        if isinstance(item, (bool, numbers.Integral)) and not isinstance(item, float):
+            return boolean(item, what)
+    raise ValueError(f"{what} must be true or false; got {shown(value)}.")
 
 
 def is_number(value: Any) -> bool:

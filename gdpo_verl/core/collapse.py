@@ -67,9 +67,10 @@ def _group_advantages(rewards: torch.Tensor) -> dict[str, np.ndarray]:
     group = torch.arange(count).repeat_interleave(size)
     summed = flat.sum(dim=1, keepdim=True)
     advantages = {
-        "grpo": group_normalize(summed, group, count, eps=0.0, ddof=0)[:, 0],
-        "grpo_no_std": group_normalize(summed, group, count, norm_by_std=False, eps=0.0, ddof=0)[:, 0],
-        "gdpo": group_normalize(flat, group, count, eps=0.0, ddof=0).sum(dim=1),
+        "grpo": group_normalize(summed, group, count, norm_by_std=True, eps=0.0, baseline="mean", ddof=0)[:, 0],
+        "grpo_no_std": group_normalize(summed, group, count, norm_by_std=False, eps=0.0, baseline="mean",
+                                       ddof=0)[:, 0],
+        "gdpo": group_normalize(flat, group, count, norm_by_std=True, eps=0.0, baseline="mean", ddof=0).sum(dim=1),
     }
     out = {}
     for method, values in advantages.items():

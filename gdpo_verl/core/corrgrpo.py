@@ -25,17 +25,16 @@ with ``norm_by_std=False``), ``weights`` the ``w_k``, ``summed`` and ``final`` t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import torch
 
-from gdpo_verl.core.advantage import (
-    GdpoOptions, GdpoParts, _check_finite, gdpo_parts, group_ids, group_normalize,
-)
-from gdpo_verl.core.conditions import Condition, applies_under_conditions, apply_conditions, check_conditions
+from gdpo_verl.core.advantage import GdpoParts, _check_finite, gdpo_parts, group_ids, group_normalize
+from gdpo_verl.core.conditions import applies_under_conditions, apply_conditions, check_conditions
 from gdpo_verl.core.inputs import outcome_inputs, weight_vector_for
-from gdpo_verl.core.options import DEFAULTS, checked
+from gdpo_verl.core.options import DEFAULTS, GDPO_ONLY, GdpoOptions
 
 ESTIMATOR = "corrgrpo"
 # The name the authors' verl fork registers it under (``algorithm.adv_estimator=grpo_covariance_coefficient``).
@@ -47,20 +46,20 @@ def corrgrpo_outcome_parts(
     valid_tokens: Any,
     index: Any,
     weights: Mapping[str, float] | None = None,
+    options: GdpoOptions = GdpoOptions(),
     *,
-    conditions: Sequence[Condition] = DEFAULTS["conditions"],
-    norm_by_std: bool = DEFAULTS["norm_by_std"],
-    eps: float = DEFAULTS["eps"],
     applies: Mapping[str, Any] | None = None,
 ) -> GdpoParts:
     """CorrGRPO on one outcome score per response and reward (``advantages`` is None).
 
     Args:
-        scores, valid_tokens, index, weights, conditions, applies: as for ``gdpo_outcome_parts`` (a None score is a
-            reward that does not apply to that response).
-        norm_by_std: divide each group's centred sum by ``sqrt(max(sum of the correlation matrix, 0) + eps)``;
-            False returns the centred sum.
-        eps: added under the square root (the authors' ``epsilon``, verl's default 1e-6).
+        scores, valid_tokens, index, weights, applies: as for ``gdpo_outcome_parts`` (a None score is a reward that
+            does not apply to that response).
+        options: ``GdpoOptions``; CorrGRPO reads ``conditions`` (as GDPO does), ``norm_by_std`` (divide each
+            group's centred sum by ``sqrt(max(sum of the correlation matrix, 0) + eps)``; False returns the centred
+            sum) and ``eps`` (added under the square root: the authors' ``epsilon``). The options of GDPO's own
+            steps (``options.GDPO_ONLY``) must be at their defaults. The result's ``options`` say
+            ``batch_norm="none"``: CorrGRPO has no batch step.
 
     Returns:
         ``GdpoParts`` with ``estimator="corrgrpo"``; ``final`` ``(B,)`` float64 is the advantage. Guarantees: a group
@@ -69,24 +68,28 @@ def corrgrpo_outcome_parts(
         (correlations are scale-free); with every reward applying, the advantages of a group sum to 0.
 
     Raises:
-        ValueError: on the inputs ``gdpo_outcome_parts`` refuses, and on ``eps`` not above 0 with ``norm_by_std``
-            (where the correlations sum to 0, as for two rewards that always move in opposite directions, eps is
-            all that keeps the denominator from 0).
+        ValueError: on the inputs ``gdpo_outcome_parts`` refuses, on a GDPO-only option away from its default, and
+            on ``eps`` not above 0 with ``norm_by_std`` (where the correlations sum to 0, as for two rewards that
+            always move in opposite directions, eps is all that keeps the denominator from 0).
     """
     names, raw_scores, valid_tokens, applied = outcome_inputs(scores, valid_tokens, applies)
     weight = weight_vector_for(names, weights).to(raw_scores.device)
-    options = GdpoOptions(conditions=check_conditions(names, checked("conditions", conditions)),
-                          norm_by_std=norm_by_std, batch_norm="none", eps=eps)
+    changed = [f"{name}={getattr(options, name)!r}" for name in GDPO_ONLY if getattr(options, name) != DEFAULTS[name]]
+    if changed:
+        raise ValueError(f"{', '.join(changed)}: options of GDPO's own steps, which CorrGRPO has no place for. Leave "
+                         "them at their defaults, or compute GDPO (gdpo_outcome_parts).")
     if options.norm_by_std and options.eps <= 0:
         raise ValueError(f"CorrGRPO needs eps above 0 (it is added under the square root, and the rewards' "
-                         f"correlations can sum to 0); got {eps!r}. Use the default, 1e-6.")
+                         f"correlations can sum to 0); got {options.eps!r}. Use the default, 1e-6.")
+    options = replace(options, conditions=check_conditions(names, options.conditions), batch_norm="none")
     group, num_groups = group_ids(index, raw_scores.shape[0], raw_scores.device)
 
     rewards = apply_conditions(raw_scores, names, options.conditions, applied)
     applied = applies_under_conditions(applied, names, options.conditions)
     # C / w: centred per reward and group among the responses it applies to; exactly 0 where it does not apply and
     # where it is constant in the group (round-off in the mean of equal values left out).
-    centred = group_normalize(rewards, group, num_groups, norm_by_std=False, applies=applied)
+    centred = group_normalize(rewards, group, num_groups, norm_by_std=False, eps=options.eps, baseline="mean",
+                              applies=applied)
     weighted = centred * weight
     if options.norm_by_std:
         scale = group_denominator(weighted, group, num_groups, options.eps)[group]
@@ -128,8 +131,8 @@ def corrgrpo_parts(
     rewards: Mapping[str, torch.Tensor], response_mask: torch.Tensor, index: Any,
     weights: Mapping[str, float] | None = None, **options: Any,
 ) -> GdpoParts:
-    """``gdpo_parts`` (verl's ``(B,)`` or ``(B, T)`` rewards, the response mask, ``sessions``, ``applies``) with
-    CorrGRPO's per-response computation; ``options``: those of ``corrgrpo_outcome_parts``."""
+    """``gdpo_parts`` (verl's ``(B,)`` or ``(B, T)`` rewards, the response mask, ``sessions``, ``applies``, the
+    options as keywords or ``options=``) with CorrGRPO's per-response computation."""
     return gdpo_parts(rewards, response_mask, index, weights, outcome=corrgrpo_outcome_parts, **options)
 
 

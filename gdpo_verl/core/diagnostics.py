@@ -108,7 +108,7 @@ def advantage_metrics(parts: GdpoParts) -> dict[str, float]:
     # sums 1e-5 apart are apart by more than that once divided by a small group std, and by less after a large one).
     options = parts.options
     grpo = group_normalize((parts.scores @ parts.weights).unsqueeze(1), group, num_groups,
-                           norm_by_std=options.norm_by_std, eps=options.eps)[:, 0]
+                           norm_by_std=options.norm_by_std, eps=options.eps, baseline="mean")[:, 0]
     # A reward that does not apply is a value of its own (its score there is 0, like a real 0).
     rows = parts.scores if applies is None else torch.cat([parts.scores, applies.to(torch.float64)], dim=1)
     row_ids = _row_ids(rows).to(torch.float64)

@@ -2,7 +2,8 @@
 
 Everything that knows an option reads it from ``OPTIONS``:
 
-- ``GdpoOptions`` (``advantage.py``) takes its defaults and checks from the options it ``computes``;
+- ``GdpoOptions``, the one object the estimators (``gdpo_outcome_parts``, ``corrgrpo_outcome_parts``) take, has a
+  field for each option that ``computes``, with its default, checked on creation;
 - the per-step records (``records.py``) write and read back the options ``recorded``;
 - the config check (``verl_adapter/settings.py``) reads ``algorithm.gdpo.<name>``, or the option's ``config_key``
   (``norm_by_std`` is verl's own ``algorithm.norm_adv_by_std_in_grpo``), refuses the ``gdpo_only`` ones under
@@ -11,10 +12,9 @@ Everything that knows an option reads it from ``OPTIONS``:
   written by ``scripts/render_settings.py`` (a test checks the shipped file against it);
 - ``gdpo-verl demo`` and ``inspect`` take the ``command_line`` ones as ``--<name>``.
 
-Adding an option: declare it here, use it (an option that ``computes`` is a field of ``GdpoOptions`` and a keyword
-of ``gdpo_outcome_parts``; a test fails until both exist), give it a refused value in the options' unit test
-(``test_options.py``), and run ``python scripts/render_settings.py``. The config check, the records, the yaml and
-the command line need no change.
+Adding an option: declare it here, read it in the computation (``options.<name>``), give it a refused value in the
+options' unit test (``test_options.py``), and run ``python scripts/render_settings.py``. ``GdpoOptions``, the config
+check, the records, the yaml and the command line need no change.
 
 A check takes the value and what to call it in an error (``"algorithm.gdpo.eps"``, ``"<file>:<line>: eps"``), and
 returns the value as the computation takes it, or raises ValueError naming what it takes. No verl, Ray, hydra or
@@ -24,14 +24,11 @@ omegaconf: the core, the records and the command line read it without them.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
-import numpy as np
-
-from gdpo_verl.core.checks import finite_number, shown
+from gdpo_verl.core.checks import boolean, did_you_mean, finite_number, shown
 from gdpo_verl.core.conditions import Condition
 
 
@@ -45,7 +42,7 @@ class Option:
     check: Callable[[Any, str], Any]
     summary: str
     doc: str = ""
-    computes: bool = True  # a keyword of gdpo_outcome_parts (a field of GdpoOptions)
+    computes: bool = True  # a field of GdpoOptions, read by the estimators
     recorded: bool = True  # written to each step's record, and read back from it
     config_key: str = ""  # a key of verl's own config (algorithm.<key>); "" is algorithm.gdpo.<name>
     gdpo_only: bool = False  # a step of GDPO's own, which CorrGRPO has no place for
@@ -81,13 +78,6 @@ def one_of(*choices: str) -> Callable[[Any, str], str]:
         return value
     check.choices = choices
     return check
-
-
-def flag(value: Any, what: str) -> bool:
-    """True or False (numpy's too, and the integers 1 and 0); a string such as "false" is refused."""
-    if isinstance(value, (bool, np.bool_)) or isinstance(value, numbers.Integral) and value in (0, 1):
-        return bool(value)
-    raise ValueError(f"{what} must be true or false; got {shown(value)}.")
 
 
 def fraction(why_at_most_1: str) -> Callable[[Any, str], float]:
@@ -134,7 +124,7 @@ def conditions(value: Any, what: str) -> tuple[Condition, ...]:
 
 OPTIONS: dict[str, Option] = {option.name: option for option in (
     Option(
-        "norm_by_std", True, flag,
+        "norm_by_std", True, boolean,
         "divide by the group std in step 1 (the paper); false only subtracts the group mean",
         config_key="algorithm.norm_adv_by_std_in_grpo",
     ),
@@ -245,6 +235,29 @@ RECORDED = tuple(name for name, option in OPTIONS.items() if option.recorded)
 IN_BLOCK = tuple(name for name, option in OPTIONS.items() if option.in_block)
 GDPO_ONLY = tuple(name for name, option in OPTIONS.items() if option.gdpo_only)
 COMMAND_LINE = tuple(name for name, option in OPTIONS.items() if option.command_line)
+
+
+def _check_fields(self: Any) -> None:
+    for name in COMPUTED:
+        object.__setattr__(self, name, checked(name, getattr(self, name)))
+
+
+GdpoOptions = make_dataclass(
+    "GdpoOptions", [(name, Any, field(default=OPTIONS[name].default)) for name in COMPUTED], frozen=True,
+    namespace={"__post_init__": _check_fields, "__module__": __name__, "__doc__": """\
+How a GDPO computation normalizes: a field for each option that ``computes`` (``COMPUTED``), with the default,
+check and meaning declared in ``OPTIONS``; each value checked on creation (ValueError naming the option)."""},
+)
+
+
+def gdpo_options(given: Mapping[str, Any]) -> GdpoOptions:
+    """``GdpoOptions`` from keyword options (``gdpo_advantage(..., eps=1e-4)``); a name that is no such option is
+    refused, naming the closest one."""
+    unknown = sorted(set(given) - set(COMPUTED))
+    if unknown:
+        named = ", ".join(f"{name!r}{did_you_mean(name, COMPUTED)}" for name in unknown)
+        raise ValueError(f"unknown option(s) {named}; the computation takes {list(COMPUTED)}.")
+    return GdpoOptions(**given)
 
 
 def checked(name: str, value: Any, what: str | None = None) -> Any:

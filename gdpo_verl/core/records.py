@@ -30,7 +30,7 @@ from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.core.corrgrpo import AUTHORS_NAME, ESTIMATOR as CORRGRPO, corrgrpo_outcome_parts
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.jsonl import NotRegularFile, iter_jsonl, open_regular
-from gdpo_verl.core.options import DEFAULTS, GDPO_ONLY, OPTIONS, RECORDED, checked, unread
+from gdpo_verl.core.options import DEFAULTS, GDPO_ONLY, OPTIONS, RECORDED, checked, gdpo_options, unread
 from gdpo_verl.core.variants import weights_at
 
 RECORD_FILE = "gdpo_steps.jsonl"
@@ -66,7 +66,7 @@ class StepRecord:
 
     @property
     def options(self) -> dict[str, Any]:
-        """The keyword options of ``gdpo_outcome_parts`` the step was computed with, and ``estimator``."""
+        """The options the step was computed with (fields of ``GdpoOptions``), and ``estimator``."""
         return {**self.recorded, "estimator": self.estimator}
 
 
@@ -370,7 +370,7 @@ def _from_verl_dump(path: Path, rows: Iterator[tuple[int, Any]], rewards: Sequen
 def step_parts(record: StepRecord, overrides: dict[str, Any] | None = None) -> GdpoParts:
     """Recompute GDPO for one step from its record (per-response values only), or CorrGRPO where the record's
     ``estimator`` (or ``overrides["estimator"]``) is "corrgrpo"; ``overrides``: options to compute it with instead
-    of the record's (keyword options of ``gdpo_outcome_parts``, and ``estimator``; ``weights`` may hold schedules,
+    of the record's (fields of ``GdpoOptions``, ``estimator``, and ``weights``, which may hold schedules,
     read at the record's step)."""
     overrides = dict(overrides or {})
     options = {**record.options, **overrides}
@@ -408,7 +408,7 @@ def step_parts(record: StepRecord, overrides: dict[str, Any] | None = None) -> G
         torch.tensor(lengths, dtype=torch.float64),
         np.array(record.uid, dtype=object),
         record.weights if weights is None else weights,
-        **options,
+        gdpo_options(options),
     )
 
 

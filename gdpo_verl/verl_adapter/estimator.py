@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import numbers
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -26,7 +26,6 @@ from gdpo_verl.core.advantage import GdpoParts, Sessions, gdpo_parts
 from gdpo_verl.core.corrgrpo import corrgrpo_outcome_parts
 from gdpo_verl.core.checks import is_number
 from gdpo_verl.core.diagnostics import advantage_metrics
-from gdpo_verl.core.options import COMPUTED, GDPO_ONLY
 from gdpo_verl.core.records import RecordWriter
 from gdpo_verl.verl_adapter.names import CORRGRPO_NAMES, ESTIMATOR_NAME
 from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, find_reward, missing_component
@@ -92,45 +91,48 @@ def current_step() -> Step | None:
     return _STEP.get()
 
 
-def compute_gdpo_advantage(
-    token_level_rewards: torch.Tensor,
-    response_mask: torch.Tensor,
-    index: np.ndarray | None = None,
-    config: Any = None,
-    non_tensor_batch: Mapping[str, np.ndarray] | None = None,
-    batch: Any = None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """GDPO advantages for verl.
+def _verl_estimator(estimator: str, name: str, doc: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """The function verl's trainer calls for ``algorithm.adv_estimator`` (its registry's signature), computing
+    ``estimator``; ``name``: the module attribute it is (its ``__qualname__``, so that Ray pickles it by
+    reference and ``gdpo-verl check-cluster`` names it)."""
 
-    Args:
-        token_level_rewards: ``(B, T)`` verl's summed reward; GDPO does not use it (it reads the components).
-        response_mask: ``(B, T)``.
-        index: ``(B,)`` verl's ``uid`` array: the group of each response.
-        config: verl's ``algorithm`` config; see ``gdpo_verl/config/gdpo/settings.yaml`` for the keys read.
-        non_tensor_batch: per-response reward components, as verl stores what ``compute_score`` returns.
-        batch: the tensor batch; ``token_level_scores_<key>`` ``(B, T)`` tensors take precedence there.
+    def estimate(
+        token_level_rewards: torch.Tensor,
+        response_mask: torch.Tensor,
+        index: np.ndarray | None = None,
+        config: Any = None,
+        non_tensor_batch: Mapping[str, np.ndarray] | None = None,
+        batch: Any = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _compute(estimator, response_mask, index, config, non_tensor_batch, batch)
 
-    Returns:
-        ``(advantages, returns)``, both the same ``(B, T)`` tensor.
-    """
-    return _compute(ESTIMATOR_NAME, response_mask, index, config, non_tensor_batch, batch)
+    estimate.__name__ = estimate.__qualname__ = name
+    estimate.__doc__ = doc
+    return estimate
 
 
-def compute_corrgrpo_advantage(
-    token_level_rewards: torch.Tensor,
-    response_mask: torch.Tensor,
-    index: np.ndarray | None = None,
-    config: Any = None,
-    non_tensor_batch: Mapping[str, np.ndarray] | None = None,
-    batch: Any = None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """CorrGRPO advantages for verl (``gdpo_verl.core.corrgrpo``), registered as "corrgrpo" and
-    "grpo_covariance_coefficient"; arguments and result as ``compute_gdpo_advantage``. verl passes no
-    ``non_tensor_batch`` to these names: the trainer hook's ``Step`` carries the legacy batch's, the V1 stage's
-    fetched components (``Step.inputs``) stand in for them under the V1 trainer."""
-    return _compute(CORRGRPO_NAMES[0], response_mask, index, config, non_tensor_batch, batch)
+compute_gdpo_advantage = _verl_estimator(ESTIMATOR_NAME, "compute_gdpo_advantage", """\
+GDPO advantages for verl.
+
+Args:
+    token_level_rewards: ``(B, T)`` verl's summed reward; GDPO does not use it (it reads the components).
+    response_mask: ``(B, T)``.
+    index: ``(B,)`` verl's ``uid`` array: the group of each response.
+    config: verl's ``algorithm`` config; see ``gdpo_verl/config/gdpo/settings.yaml`` for the keys read.
+    non_tensor_batch: per-response reward components, as verl stores what ``compute_score`` returns.
+    batch: the tensor batch; ``token_level_scores_<key>`` ``(B, T)`` tensors take precedence there.
+
+Returns:
+    ``(advantages, returns)``, both the same ``(B, T)`` tensor.
+""")
+
+compute_corrgrpo_advantage = _verl_estimator(CORRGRPO_NAMES[0], "compute_corrgrpo_advantage", """\
+CorrGRPO advantages for verl (``gdpo_verl.core.corrgrpo``), registered as "corrgrpo" and
+"grpo_covariance_coefficient"; arguments and result as ``compute_gdpo_advantage``. verl passes no
+``non_tensor_batch`` to these names: the trainer hook's ``Step`` carries the legacy batch's, the V1 stage's
+fetched components (``Step.inputs``) stand in for them under the V1 trainer.
+""")
 
 
 def _compute(estimator: str, response_mask: torch.Tensor, index: Any, config: Any,
@@ -226,11 +228,9 @@ def gdpo_step(
         per_response.update(inputs.components)
         tensors.update(inputs.tensors)
     rewards, applies = gather_rewards(settings.reward_keys, response_mask, per_response, tensors)
-    gdpo = settings.estimator == ESTIMATOR_NAME
-    # every option the computation takes, as the settings hold it (CorrGRPO takes none of GDPO's own steps)
-    chosen = {name: getattr(settings.options, name) for name in COMPUTED if gdpo or name not in GDPO_ONLY}
+    outcome = None if settings.estimator == ESTIMATOR_NAME else corrgrpo_outcome_parts
     parts = gdpo_parts(rewards, response_mask, index, settings.weights_at(global_step), sessions=sessions,
-                       applies=applies, **chosen, **({} if gdpo else {"outcome": corrgrpo_outcome_parts}))
+                       applies=applies, outcome=outcome, options=settings.options)
     uids = np.asarray(index) if sessions is None else np.asarray(index)[list(sessions.final_rows)]
     return parts.advantages, parts, uids
 

@@ -21,11 +21,12 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from gdpo_verl.core.advantage import GdpoOptions
 from gdpo_verl.core.inputs import weight_vector_for
 from gdpo_verl.core.checks import boolean, did_you_mean, finite_number
 from gdpo_verl.core.conditions import check_conditions
-from gdpo_verl.core.options import COMPUTED, DEFAULTS, GDPO_ONLY, IN_BLOCK, OPTIONS, checked, unread
+from gdpo_verl.core.options import (
+    COMPUTED, DEFAULTS, GDPO_ONLY, IN_BLOCK, OPTIONS, GdpoOptions, checked, unread,
+)
 from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakpoints, weights_at
 from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX
 from gdpo_verl.verl_adapter.reward_config import check_reward_on_this_node, reward_function, reward_needs

@@ -35,20 +35,8 @@ knob FILTER_GROUPS "True"               # DAPO dynamic sampling on the summed sc
 knob FILTER_METRIC "score"
 knob BATCH_NORM "token"
 
-# Actor (FSDP) and its loss
-knob LR "1e-6"
-knob MINI_BATCH_SIZE "64"
-knob PPO_EPOCHS "1"
-knob CLIP_LOW "0.2"
-knob CLIP_HIGH "0.28"
-knob CLIP_RATIO_C "10.0"                # the math kit's (DLER's); verl's default is 3.0
-knob LOSS_AGG_MODE "token-mean"
-knob USE_KL_LOSS "True"
-knob KL_LOSS_COEF "0.0005"
-knob KL_LOSS_TYPE "mse"
-knob ENTROPY_COEFF "0"
-knob MAX_TOKENS_PER_GPU "18432"
-knob SP_SIZE "1"
+# Actor (FSDP) and its loss: DLER's (../launch.sh)
+dler_actor_knobs
 
 # Rollout (vLLM)
 knob ROLLOUT_N "16"
@@ -67,6 +55,7 @@ knob DUMP_DIR "null"
 
 coding_overrides() {
     shared_overrides
+    dler_actor_overrides
     local keys="[pass_rate,length]" weights="[${PASS_WEIGHT},${LENGTH_WEIGHT}]"
     if [ "$OBJECTIVES" = 3 ]; then
         keys="[pass_rate,length,no_bug]" weights="[${PASS_WEIGHT},${LENGTH_WEIGHT},${BUG_WEIGHT}]"
@@ -80,12 +69,7 @@ coding_overrides() {
         "algorithm.filter_groups.metric=${FILTER_METRIC}"
         "data.train_files=${TRAIN_FILE}"
         "data.val_files=${VAL_FILE}"
-        "actor_rollout_ref.actor.ppo_epochs=${PPO_EPOCHS}"
-        "actor_rollout_ref.actor.clip_ratio_low=${CLIP_LOW}"
-        "actor_rollout_ref.actor.clip_ratio_high=${CLIP_HIGH}"
-        "actor_rollout_ref.actor.clip_ratio_c=${CLIP_RATIO_C}"
-        "actor_rollout_ref.actor.loss_agg_mode=${LOSS_AGG_MODE}"
-        "actor_rollout_ref.actor.ulysses_sequence_parallel_size=${SP_SIZE}"
+        "${DLER_ACTOR_OVERRIDES[@]}"
         "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.coding"
         "+reward.custom_reward_function.reward_kwargs.objectives=${OBJECTIVES}"
         "+reward.custom_reward_function.reward_kwargs.max_length=${MAX_LENGTH}"

@@ -26,20 +26,8 @@ knob FILTER_GROUPS "True"               # DAPO dynamic sampling (verl's V1 train
 knob FILTER_METRIC "score"              # the paper: the summed reward; gdpo_signature: any reward varies
 knob BATCH_NORM "token"
 
-# Actor (FSDP) and its loss
-knob LR "1e-6"
-knob MINI_BATCH_SIZE "64"
-knob PPO_EPOCHS "1"
-knob CLIP_LOW "0.2"
-knob CLIP_HIGH "0.28"
-knob CLIP_RATIO_C "10.0"
-knob LOSS_AGG_MODE "token-mean"
-knob USE_KL_LOSS "True"
-knob KL_LOSS_COEF "0.0005"
-knob KL_LOSS_TYPE "mse"
-knob ENTROPY_COEFF "0"                  # no entropy bonus: DLER's dler_slurm.sh sets 0 (the paper is silent)
-knob MAX_TOKENS_PER_GPU "18432"         # dynamic batch size: prompt + response tokens per GPU
-knob SP_SIZE "1"                        # Ulysses sequence parallelism for long responses
+# Actor (FSDP) and its loss: DLER's (../launch.sh)
+dler_actor_knobs
 
 # Rollout (vLLM)
 knob ROLLOUT_N "16"
@@ -60,6 +48,7 @@ knob DUMP_DIR "null"                    # a directory: per-step GDPO records for
 # ../launch.sh, then the math experiment's own).
 math_length_overrides() {
     shared_overrides
+    dler_actor_overrides
     MATH_LENGTH=(
         "${SHARED_OVERRIDES[@]}"
         "algorithm.adv_estimator=${ESTIMATOR}"
@@ -69,12 +58,7 @@ math_length_overrides() {
         "algorithm.filter_groups.metric=${FILTER_METRIC}"
         "data.train_files=${TRAIN_FILE}"
         "data.val_files=${VAL_FILES}"
-        "actor_rollout_ref.actor.ppo_epochs=${PPO_EPOCHS}"
-        "actor_rollout_ref.actor.clip_ratio_low=${CLIP_LOW}"
-        "actor_rollout_ref.actor.clip_ratio_high=${CLIP_HIGH}"
-        "actor_rollout_ref.actor.clip_ratio_c=${CLIP_RATIO_C}"
-        "actor_rollout_ref.actor.loss_agg_mode=${LOSS_AGG_MODE}"
-        "actor_rollout_ref.actor.ulysses_sequence_parallel_size=${SP_SIZE}"
+        "${DLER_ACTOR_OVERRIDES[@]}"
         "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.math_length"
         "+reward.custom_reward_function.reward_kwargs.max_length=${MAX_LENGTH}"
         "+reward.custom_reward_function.reward_kwargs.conditioned=${CONDITIONED}"

@@ -14,6 +14,7 @@ from verl.trainer.ppo import core_algos, ray_trainer
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from gdpo_verl.core.conditions import Condition
+from gdpo_verl.core.options import GdpoOptions
 from gdpo_verl.core.corrgrpo import corrgrpo_advantage, corrgrpo_outcome_parts, corrgrpo_parts
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.records import load_steps, step_parts
@@ -86,7 +87,7 @@ def test_none_components_and_conditions_on_the_legacy_path():
     with running(Step(settings_from_config(config), global_step=2)) as step:  # a caller's own step, as the demo's
         out = run(data, config)
     expected = corrgrpo_outcome_parts({"correct": correct, "code": code}, lengths, uids,
-                                      conditions=[Condition(**condition)]).final
+                                      options=GdpoOptions(conditions=[Condition(**condition)])).final
     torch.testing.assert_close(out.batch["advantages"], (expected[:, None] * mask).float())
     assert step.metrics["gdpo/code/applies_frac"] == 5 / 8
 

@@ -13,6 +13,7 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from gdpo_verl.core.advantage import gdpo_outcome_parts
+from gdpo_verl.core.options import GdpoOptions
 from gdpo_verl.core.options import COMPUTED, DEFAULTS, GDPO_ONLY
 from gdpo_verl.verl_adapter.components import require_components
 from gdpo_verl.verl_adapter.estimator import Step, gdpo_step, running
@@ -48,7 +49,7 @@ def test_verl_compute_advantage_leaves_a_none_reward_out_of_its_group(gdpo):
     config = algorithm(**gdpo)
     with running(Step(settings_from_config(config), global_step=3)) as step:
         out = compute_advantage(data, adv_estimator="gdpo", norm_adv_by_std_in_grpo=True, config=config)
-    expected = gdpo_outcome_parts({"correct": CORRECT, "code": CODE}, LENGTHS, UIDS, **gdpo).final
+    expected = gdpo_outcome_parts({"correct": CORRECT, "code": CODE}, LENGTHS, UIDS, options=GdpoOptions(**gdpo)).final
     torch.testing.assert_close(out.batch["advantages"], (expected[:, None] * mask).float())
     assert step.metrics["gdpo/code/applies_frac"] == 0.5 and step.metrics["gdpo/correct/applies_frac"] == 1.0
     assert step.metrics["gdpo/code/mean"] == pytest.approx(1.5 / 4)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from gdpo_verl import gdpo_advantage
+from gdpo_verl.core.options import GdpoOptions
 from gdpo_verl.core.advantage import gdpo_outcome_parts, group_ids, group_normalize
 from tests.reference import reference_gdpo
 
@@ -147,7 +148,7 @@ def test_population_std_without_eps_for_counting():
     # ddof=0, eps=0 is the paper's distinct-group count setting: (0, 1) -> (-1, 1).
     values = torch.tensor([[0.0], [1.0]])
     group, num_groups = group_ids([0, 0], 2)
-    out = group_normalize(values, group, num_groups, eps=0.0, ddof=0)
+    out = group_normalize(values, group, num_groups, norm_by_std=True, eps=0.0, baseline="mean", ddof=0)
     assert out[:, 0].tolist() == [-1.0, 1.0]
 
 
@@ -253,7 +254,8 @@ def test_the_batch_step_returns_the_statistics_it_applied(batch_norm):
     from gdpo_verl.core import gdpo_outcome_parts
 
     scores = {"a": torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0]), "b": torch.tensor([0.0, 1.0, 1.0, 1.0, 0.0])}
-    parts = gdpo_outcome_parts(scores, torch.tensor([2.0, 5.0, 1.0, 3.0, 4.0]), [0, 0, 1, 1, 1], batch_norm=batch_norm)
+    parts = gdpo_outcome_parts(scores, torch.tensor([2.0, 5.0, 1.0, 3.0, 4.0]), [0, 0, 1, 1, 1],
+                               options=GdpoOptions(batch_norm=batch_norm))
     torch.testing.assert_close(parts.final, (parts.summed - parts.batch_mean) / parts.batch_scale)
     if batch_norm == "none":
         assert (parts.batch_mean, parts.batch_scale) == (0.0, 1.0)
@@ -297,7 +299,8 @@ def test_weights_that_overflow_float64_are_refused_not_turned_into_nan():
 @pytest.mark.parametrize("flag", [True, 1, np.bool_(True), torch.tensor(True), False, 0, torch.tensor(0)])
 def test_norm_by_std_takes_a_bool_or_one_or_zero_and_the_result_carries_it(flag):
     scores = {"r": torch.tensor([1.0, 0.0, 3.0, 0.0])}
-    parts = gdpo_outcome_parts(scores, torch.ones(4), [0, 0, 1, 1], norm_by_std=flag, batch_norm="none")
+    parts = gdpo_outcome_parts(scores, torch.ones(4), [0, 0, 1, 1],
+                               options=GdpoOptions(norm_by_std=flag, batch_norm="none"))
     assert parts.options.norm_by_std is bool(flag)
     expected = [0.7071, -0.7071, 0.7071, -0.7071] if bool(flag) else [0.5, -0.5, 1.5, -1.5]
     assert parts.final.tolist() == pytest.approx(expected, abs=1e-4)
@@ -306,4 +309,5 @@ def test_norm_by_std_takes_a_bool_or_one_or_zero_and_the_result_carries_it(flag)
 @pytest.mark.parametrize("flag", ["false", 2, 0.5, None, torch.tensor([1, 0])])
 def test_norm_by_std_refuses_what_is_not_a_bool(flag):
     with pytest.raises(ValueError, match="norm_by_std must be true or false"):
-        gdpo_outcome_parts({"r": torch.tensor([1.0, 0.0])}, torch.ones(2), [0, 0], norm_by_std=flag)
+        gdpo_outcome_parts({"r": torch.tensor([1.0, 0.0])}, torch.ones(2), [0, 0],
+                           options=GdpoOptions(norm_by_std=flag))

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from gdpo_verl.core.checks import boolean, finite_number, is_number, is_reward_value, whole_number
 
@@ -44,3 +45,14 @@ def test_an_integer_too_large_for_a_float_is_no_reward_value_and_raises_nothing(
     assert is_reward_value(10**308)
     with pytest.raises(ValueError, match="eps must be a finite number; got an integer too large for a float"):
         finite_number(10**5000, "eps")
+
+
+@pytest.mark.parametrize("value", [True, np.bool_(False), 1, 0, torch.tensor(True), torch.tensor([0]), np.array(1)])
+def test_a_flag_is_a_bool_numpy_s_or_torch_s_or_1_or_0(value):
+    assert boolean(value, "flag") is bool(value)
+
+
+@pytest.mark.parametrize("value", ["false", 1.0, 2, torch.tensor(1.0), torch.tensor([True, False]), None])
+def test_a_flag_refuses_anything_else(value):
+    with pytest.raises(ValueError, match="flag must be true or false"):
+        boolean(value, "flag")

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from gdpo_verl.core import Condition, gdpo_outcome_parts
+from gdpo_verl.core.options import GdpoOptions
 from gdpo_verl.core.conditions import apply_conditions, check_conditions
 from gdpo_verl.core.diagnostics import advantage_metrics
 
@@ -31,7 +32,8 @@ def test_gdpo_with_a_condition_equals_gdpo_on_the_conditioned_scores():
     length = torch.tensor([1.0, 1.0, 0.0, 1.0, 1.0, 0.0])
     index = [0, 0, 0, 1, 1, 1]
     valid = torch.tensor([3.0, 4.0, 5.0, 2.0, 3.0, 4.0])
-    parts = gdpo_outcome_parts({"correct": correct, "length": length}, valid, index, conditions=[LENGTH_IF_CORRECT])
+    parts = gdpo_outcome_parts({"correct": correct, "length": length}, valid, index,
+                               options=GdpoOptions(conditions=[LENGTH_IF_CORRECT]))
     expected = gdpo_outcome_parts({"correct": correct, "length": length * correct}, valid, index)
     torch.testing.assert_close(parts.final, expected.final, rtol=0, atol=0)
     metrics = advantage_metrics(parts)

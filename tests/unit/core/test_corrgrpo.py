@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from gdpo_verl.core.advantage import Sessions, gdpo_outcome_parts
+from gdpo_verl.core.options import GdpoOptions
 from gdpo_verl.core.conditions import Condition
 from gdpo_verl.core.corrgrpo import corrgrpo_advantage, corrgrpo_outcome_parts, corrgrpo_parts
 from gdpo_verl.core.diagnostics import UNREWARDED, advantage_metrics
@@ -62,7 +63,7 @@ AUTHORS = [
 def test_matches_the_authors_code(case):
     seed, norm_by_std, groups, weights, *columns, expected = case
     parts = corrgrpo_outcome_parts(dict(zip(NAMES, columns, strict=True)), torch.ones(len(groups)), list(groups),
-                                   dict(zip(NAMES, weights, strict=True)), norm_by_std=norm_by_std)
+                                   dict(zip(NAMES, weights, strict=True)), options=GdpoOptions(norm_by_std=norm_by_std))
     torch.testing.assert_close(parts.final, torch.tensor(expected, dtype=torch.float64), rtol=1e-9, atol=1e-12)
     assert parts.estimator == "corrgrpo"
 
@@ -72,7 +73,7 @@ def test_anti_correlated_rewards_leave_only_eps():
     correlations sum to 0 and sqrt(eps) alone divides: (-0.5 + 0.15625) / 1e-3. The authors' float32 code leaves a
     round-off of ~1.3e-7 in that sum and gives -324.93; the formula's value is -343.75."""
     parts = corrgrpo_outcome_parts({"a": [0.0, 1.0], "b": [1.375, 2.0]}, torch.ones(2), ["p", "p"],
-                                   {"a": 1.0, "b": -0.5}, eps=1e-6)
+                                   {"a": 1.0, "b": -0.5}, options=GdpoOptions(eps=1e-6))
     torch.testing.assert_close(parts.final, torch.tensor([-343.75, 343.75], dtype=torch.float64))
 
 
@@ -122,7 +123,8 @@ def random_batch(seed):
 @pytest.mark.parametrize("norm_by_std", [True, False])
 def test_rewards_that_do_not_apply_are_left_out_of_their_group(seed, norm_by_std):
     rewards, index, weights = random_batch(seed)
-    parts = corrgrpo_outcome_parts(rewards, torch.ones(len(index)), index, weights, norm_by_std=norm_by_std)
+    parts = corrgrpo_outcome_parts(rewards, torch.ones(len(index)), index, weights,
+                                   options=GdpoOptions(norm_by_std=norm_by_std))
     expected = reference_corrgrpo(rewards, index, weights, norm_by_std=norm_by_std)
     torch.testing.assert_close(parts.final, torch.tensor(expected, dtype=torch.float64), rtol=1e-9, atol=1e-12)
     applies = torch.tensor([value is not None for value in rewards["sparse"]])
@@ -152,11 +154,13 @@ def test_denominator_is_the_correlation_sum():
     constant reward beside them changes nothing (its row and column are 0)."""
     a = [0.0, 1.0, 1.0, 0.0]
     b = [2.0, 6.0, 6.0, 2.0]
-    parts = corrgrpo_outcome_parts({"a": a, "b": b, "c": [5.0] * 4}, torch.ones(4), ["p"] * 4, eps=0.0 + 1e-12)
+    parts = corrgrpo_outcome_parts({"a": a, "b": b, "c": [5.0] * 4}, torch.ones(4), ["p"] * 4,
+                                   options=GdpoOptions(eps=0.0 + 1e-12))
     centred = [(x - 0.5) + (y - 4.0) for x, y in zip(a, b)]
     torch.testing.assert_close(parts.final, torch.tensor(centred, dtype=torch.float64) / 2)
     # scaling one reward leaves the denominator alone: the advantage moves by the numerator only
-    scaled = corrgrpo_outcome_parts({"a": a, "b": [v * 10 for v in b]}, torch.ones(4), ["p"] * 4, eps=1e-12)
+    scaled = corrgrpo_outcome_parts({"a": a, "b": [v * 10 for v in b]}, torch.ones(4), ["p"] * 4,
+                                    options=GdpoOptions(eps=1e-12))
     centred = [(x - 0.5) + 10 * (y - 4.0) for x, y in zip(a, b)]
     torch.testing.assert_close(scaled.final, torch.tensor(centred, dtype=torch.float64) / 2)
 
@@ -172,7 +176,7 @@ def test_huge_rewards_do_not_overflow():
 def test_conditions_gate_the_scores_first():
     rewards = {"correct": [1.0, 0.0, 1.0, 0.0, 1.0], "short": [0.9, 0.8, 0.2, 0.4, 0.5]}
     condition = Condition(reward="short", given="correct", at_least=1)
-    parts = corrgrpo_outcome_parts(rewards, torch.ones(5), ["p"] * 5, conditions=[condition])
+    parts = corrgrpo_outcome_parts(rewards, torch.ones(5), ["p"] * 5, options=GdpoOptions(conditions=[condition]))
     gated = {"correct": rewards["correct"], "short": [0.9, 0.0, 0.2, 0.0, 0.5]}
     expected = reference_corrgrpo(gated, ["p"] * 5, {"correct": 1.0, "short": 1.0})
     torch.testing.assert_close(parts.final, torch.tensor(expected, dtype=torch.float64))
@@ -181,10 +185,10 @@ def test_conditions_gate_the_scores_first():
 
 def test_eps_must_be_above_zero():
     with pytest.raises(ValueError, match="CorrGRPO needs eps above 0"):
-        corrgrpo_outcome_parts({"a": [1.0, 0.0]}, torch.ones(2), ["p", "p"], eps=0.0)
+        corrgrpo_outcome_parts({"a": [1.0, 0.0]}, torch.ones(2), ["p", "p"], options=GdpoOptions(eps=0.0))
     # without the division it is not read
-    assert corrgrpo_outcome_parts({"a": [1.0, 0.0]}, torch.ones(2), ["p", "p"], eps=0.0,
-                                  norm_by_std=False).final.tolist() == [0.5, -0.5]
+    assert corrgrpo_outcome_parts({"a": [1.0, 0.0]}, torch.ones(2), ["p", "p"],
+                                  options=GdpoOptions(eps=0.0, norm_by_std=False)).final.tolist() == [0.5, -0.5]
 
 
 def test_parts_add_up_for_the_metrics():

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from gdpo_verl.core.advantage import gdpo_outcome_parts, gdpo_parts
+from gdpo_verl.core.options import GdpoOptions
 from gdpo_verl.core.diagnostics import advantage_metrics, distinct_counts, distinct_per_group
 
 
@@ -128,7 +129,7 @@ def test_grpos_distinct_count_is_taken_on_its_advantage_not_on_the_summed_reward
     # gives them advantages about 0.5 apart.
     tiny = 3e-5
     parts = gdpo_outcome_parts({"a": [0.0, tiny, 2 * tiny, 3 * tiny], "b": [0.0, 0.0, 0.0, 0.0]}, [3] * 4, ["g"] * 4,
-                               {"a": 1.0, "b": 1.0}, eps=0.0)
+                               {"a": 1.0, "b": 1.0}, options=GdpoOptions(eps=0.0))
     metrics = advantage_metrics(parts)
     assert metrics["gdpo/grpo_distinct_adv_per_group"] == 4.0 == metrics["gdpo/distinct_adv_per_group"]
     assert metrics["gdpo/grpo_collapsed_group_frac"] == 0.0

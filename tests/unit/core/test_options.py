@@ -2,16 +2,17 @@
 checks all read it."""
 
 import dataclasses
-import inspect
 from pathlib import Path
+
 
 import pytest
 import torch
 
 import gdpo_verl
 from gdpo_verl.core import gdpo_outcome_parts, options
-from gdpo_verl.core.advantage import GdpoOptions
-from gdpo_verl.core.options import COMPUTED, DEFAULTS, OPTIONS, RECORDED, checked, config_with_block, unread
+from gdpo_verl.core.options import (
+    COMPUTED, DEFAULTS, OPTIONS, RECORDED, GdpoOptions, checked, config_with_block, gdpo_options, unread,
+)
 from gdpo_verl.core.records import RecordWriter, load_steps
 
 CONFIG = Path(gdpo_verl.__file__).parent / "config" / "gdpo" / "settings.yaml"
@@ -51,11 +52,17 @@ def test_defaults_are_spelled_as_yaml_1_1_reads_them(value, spelled):
     assert options._yaml_value(value) == spelled
 
 
-def test_gdpo_options_and_gdpo_outcome_parts_take_the_computed_options_with_their_declared_defaults():
-    declared = {name: DEFAULTS[name] for name in COMPUTED}
-    assert {field.name: field.default for field in dataclasses.fields(GdpoOptions)} == declared
-    keywords = inspect.signature(gdpo_outcome_parts).parameters
-    assert {name: keywords[name].default for name in keywords if name in OPTIONS} == declared
+def test_gdpo_options_takes_each_computed_option_refusing_what_its_declaration_refuses():
+    assert {name: getattr(GdpoOptions(), name) for name in COMPUTED} == {name: DEFAULTS[name] for name in COMPUTED}
+    for name in COMPUTED:
+        value, message = REFUSED[name]
+        with pytest.raises(ValueError) as refused:
+            GdpoOptions(**{name: value})
+        assert str(refused.value).startswith(f"{name} ") and message in str(refused.value)
+    with pytest.raises(ValueError, match=r"unknown option\(s\) 'batchnorm' \(did you mean 'batch_norm'\?\)"):
+        gdpo_options({"batchnorm": "none"})
+    with pytest.raises(ValueError, match=r"'dump_dir'; the computation takes"):  # declared, but no computation's
+        gdpo_options({"dump_dir": "/tmp"})
     assert set(RECORDED) <= set(COMPUTED)
 
 
@@ -109,7 +116,7 @@ def test_a_record_carries_every_recorded_option_and_reads_it_back(tmp_path):
     assert set(chosen) == set(RECORDED) and all(chosen[name] != DEFAULTS[name] for name in chosen)
     scores = {"correct": torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 1.0]),
               "length": torch.tensor([0.0, 1.0, 0.5, 1.0, 0.0, 1.0])}
-    parts = gdpo_outcome_parts(scores, torch.ones(6), list("aaabbb"), **chosen)
+    parts = gdpo_outcome_parts(scores, torch.ones(6), list("aaabbb"), options=GdpoOptions(**chosen))
     RecordWriter().append(tmp_path, parts, list("aaabbb"), 3)
     (record,) = load_steps(tmp_path)
     assert record.recorded == chosen

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gdpo_verl.core.advantage import BATCH_NORMS, gdpo_outcome_parts
+from gdpo_verl.core.options import GdpoOptions
 
 EXACT = {"rtol": 1e-9, "atol": 1e-9}
 
@@ -45,9 +46,7 @@ def computed(batch, *, eps=1e-6, **changes):
         torch.tensor(batch["lengths"], dtype=torch.float64),
         np.array(batch["uids"], dtype=object),
         batch["weights"],
-        norm_by_std=batch["norm_by_std"],
-        batch_norm=batch["batch_norm"],
-        eps=eps,
+        options=GdpoOptions(norm_by_std=batch["norm_by_std"], batch_norm=batch["batch_norm"], eps=eps),
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gdpo_verl.core import records
+from gdpo_verl.core.options import GdpoOptions
 from gdpo_verl.core import gdpo_outcome_parts
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.jsonl import read_jsonl
@@ -19,7 +20,8 @@ from gdpo_verl.core.records import RECORD_FILE, SUPERSEDED_FILE, RecordWriter, l
 def test_a_record_round_trips_and_reports_the_live_metrics(tmp_path):
     scores = {"correct": torch.tensor([1.0, 0.0, 1.0, 0.0]), "length": torch.tensor([0.0, 1.0, 1.0, 1.0])}
     valid = torch.tensor([3.0, 4.0, 2.0, 5.0])
-    parts = gdpo_outcome_parts(scores, valid, ["a", "a", "b", "b"], {"correct": 1.0, "length": 0.5}, batch_norm="sequence")
+    parts = gdpo_outcome_parts(scores, valid, ["a", "a", "b", "b"], {"correct": 1.0, "length": 0.5},
+                               options=GdpoOptions(batch_norm="sequence"))
     RecordWriter().append(tmp_path, parts, ["a", "a", "b", "b"], 7)
     (record,) = load_steps(tmp_path)
     assert (record.step, record.uid, record.response_length) == (7, ["a", "a", "b", "b"], [3, 4, 2, 5])

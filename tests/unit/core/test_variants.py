@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from gdpo_verl.core.advantage import gdpo_outcome_parts, gdpo_parts, group_ids, group_normalize
+from gdpo_verl.core.options import GdpoOptions
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakpoints, weights_at
 from tests.reference import reference_variants
@@ -63,7 +64,7 @@ AUTHORS = {
 @pytest.mark.parametrize("case", sorted(AUTHORS))
 def test_gd2po_and_saw_match_their_authors_code(case):
     rewards, lengths, options, expected = AUTHORS[case]
-    parts = gdpo_outcome_parts(rewards, lengths, GROUPS, **options)
+    parts = gdpo_outcome_parts(rewards, lengths, GROUPS, options=GdpoOptions(**options))
     # 1e-4: where one response alone is kept, GD2PO's whitening leaves its epsilons' trace (about 1e-5) on it;
     # here 0 (a batch of equal values has nothing to normalize). Elsewhere the two agree to 1e-9.
     np.testing.assert_allclose(parts.final.numpy(), expected, atol=1e-4)
@@ -75,15 +76,15 @@ def test_gd2po_with_one_response_kept_gives_zero_where_its_code_leaves_a_roundin
     # batch A with three rewards: hard and snr 0.8 keep response 3 alone; GD2PO's code gives it -1.318e-5
     # (x * 1e-8 / (5 + 1e-8) / 1e-4 from its epsilons) and 0 to every other: the same up to that trace.
     for options in ({"conflict": "hard"}, {"conflict": "snr"}):
-        parts = gdpo_outcome_parts({"a": R1, "b": R2, "c": R3}, EQUAL, GROUPS, **options)
+        parts = gdpo_outcome_parts({"a": R1, "b": R2, "c": R3}, EQUAL, GROUPS, options=GdpoOptions(**options))
         assert parts.keep.tolist() == [False, False, False, True, False, False, False, False]
         assert parts.final.abs().max().item() == 0.0
 
 
 def test_leave_one_out_matches_nemo_rl():
     group, count = group_ids(GROUPS, 8)
-    got = group_normalize(torch.tensor(R2, dtype=torch.float64).unsqueeze(1), group, count, eps=0.0,
-                          baseline="leave_one_out")[:, 0]
+    got = group_normalize(torch.tensor(R2, dtype=torch.float64).unsqueeze(1), group, count, norm_by_std=True,
+                          eps=0.0, baseline="leave_one_out")[:, 0]
     # NeMo-RL's baselines and stds (each response's others), then (r - baseline) / std
     baseline = [0.5, 0.266666666667, 0.4, 0.533333333333, 0.566666666667, 0.566666666667, 0.4, 0.466666666667]
     std = [0.4, 0.208166599947, 0.435889894354, 0.351188458428, 0.251661147842, 0.251661147842, 0.173205080757,
@@ -95,7 +96,7 @@ def test_leave_one_out_matches_nemo_rl():
     # the other's std is 0: NeMo-RL leaves r - b = -0.7, +0.7 unscaled; here the group's std scales it (docs)
     values = torch.tensor([0.7, 0.2, 0.9, 1.0, 0.0, 0.5], dtype=torch.float64).unsqueeze(1)
     group, count = group_ids([0, 1, 1, 2, 2, 2], 6)
-    got = group_normalize(values, group, count, eps=0.0, baseline="leave_one_out")[:, 0]
+    got = group_normalize(values, group, count, norm_by_std=True, eps=0.0, baseline="leave_one_out")[:, 0]
     pair_std = 0.7 / 2**0.5
     np.testing.assert_allclose(got.numpy(), [0.0, -0.7 / pair_std, 0.7 / pair_std, 0.75 / 0.353553390593,
                                              -0.75 / 0.353553390593, 0.0], rtol=1e-9, atol=1e-12)
@@ -104,12 +105,12 @@ def test_leave_one_out_matches_nemo_rl():
 def test_leave_one_out_others_equal_up_to_round_off_are_equal_and_the_scale_does_not_follow_the_reward():
     group, count = group_ids([0] * 4, 4)
     near = group_normalize(torch.tensor([[0.3], [0.1 + 0.2], [0.3], [1.0]], dtype=torch.float64), group, count,
-                           baseline="leave_one_out")[:, 0]
+                           norm_by_std=True, eps=1e-6, baseline="leave_one_out")[:, 0]
     assert near.abs().max().item() < 10  # not 1 / (1e-17 + eps) ~ 7e5
     small = group_normalize(torch.tensor([[0.0]] * 7 + [[1.0]], dtype=torch.float64), *group_ids([0] * 8, 8),
-                            baseline="leave_one_out")[:, 0]
+                            norm_by_std=True, eps=1e-6, baseline="leave_one_out")[:, 0]
     large = group_normalize(torch.tensor([[0.0]] * 7 + [[100.0]], dtype=torch.float64), *group_ids([0] * 8, 8),
-                            baseline="leave_one_out")[:, 0]
+                            norm_by_std=True, eps=1e-6, baseline="leave_one_out")[:, 0]
     np.testing.assert_allclose(small.numpy(), large.numpy(), rtol=1e-5)
 
 
@@ -160,7 +161,7 @@ def test_every_option_matches_the_reference_written_from_its_formula(seed, optio
     parts = gdpo_outcome_parts(
         {name: [None if not applies.get(name, [True] * len(valid))[b] else value for b, value in enumerate(values)]
          for name, values in scores.items()},
-        valid, index, weights, **given)
+        valid, index, weights, options=GdpoOptions(**given))
     np.testing.assert_allclose(parts.final.numpy(), expected, rtol=1e-9, atol=1e-9)
 
 
@@ -170,8 +171,8 @@ def test_every_option_matches_the_reference_written_from_its_formula(seed, optio
 def test_a_reward_that_does_not_apply_is_left_out_of_its_group_and_adds_nothing():
     # group p: code applies to rollouts 0-2 only; group q: code applies to none of them
     scores = {"correct": [1.0, 0.0, 1.0, 0.0, 1.0, 0.0], "code": [1.0, 0.0, 0.0, None, None, None]}
-    parts = gdpo_outcome_parts(scores, [4] * 6, ["p", "p", "p", "p", "q", "q"], batch_norm="none")
-    alone = gdpo_outcome_parts({"code": [1.0, 0.0, 0.0]}, [4] * 3, ["p"] * 3, batch_norm="none")
+    parts = gdpo_outcome_parts(scores, [4] * 6, ["p", "p", "p", "p", "q", "q"], options=GdpoOptions(batch_norm="none"))
+    alone = gdpo_outcome_parts({"code": [1.0, 0.0, 0.0]}, [4] * 3, ["p"] * 3, options=GdpoOptions(batch_norm="none"))
     code = parts.normalized[:, 1]
     np.testing.assert_allclose(code[:3].numpy(), alone.normalized[:, 0].numpy())  # statistics of the 3 that have it
     assert code[3:].tolist() == [0.0, 0.0, 0.0]
@@ -192,9 +193,10 @@ def test_a_response_no_reward_applies_to_gets_nothing_and_moves_nothing(batch_no
     length = [0.2, 0.9, 0.5, 0.1, 0.3, 0.7, 0.8, 0.6]
     valid = [5, 3, 4, 2, 5, 6, 1, 4]
     index = ["a"] * 4 + ["b"] * 4
-    alone = gdpo_outcome_parts({"correct": correct, "length": length}, valid, index, batch_norm=batch_norm)
+    alone = gdpo_outcome_parts({"correct": correct, "length": length}, valid, index,
+                               options=GdpoOptions(batch_norm=batch_norm))
     parts = gdpo_outcome_parts({"correct": correct + [None] * 4, "length": length + [None] * 4},
-                               valid + [9, 1, 7, 2], index + ["c"] * 4, batch_norm=batch_norm)
+                               valid + [9, 1, 7, 2], index + ["c"] * 4, options=GdpoOptions(batch_norm=batch_norm))
     assert parts.final[8:].tolist() == [0.0] * 4
     np.testing.assert_allclose(parts.final[:8].numpy(), alone.final.numpy(), rtol=1e-12, atol=1e-12)
     assert (parts.batch_mean, parts.batch_scale) == pytest.approx((alone.batch_mean, alone.batch_scale))
@@ -223,7 +225,7 @@ def test_a_reward_conditioned_on_one_that_does_not_apply_does_not_apply_either()
     from gdpo_verl.core.conditions import Condition
 
     parts = gdpo_outcome_parts({"correct": [1.0, None, 1.0, 0.0], "length": [0.5, 0.7, 0.2, 0.9]}, [2] * 4, [0] * 4,
-                               conditions=[Condition("length", "correct", 1.0)])
+                               options=GdpoOptions(conditions=[Condition("length", "correct", 1.0)]))
     assert parts.applies[:, 1].tolist() == [True, False, True, True]
     assert parts.scores[:, 1].tolist() == [0.5, 0.0, 0.2, 0.0]  # response 3: not correct, so no length
 
@@ -274,7 +276,7 @@ def test_sessions_take_the_options_on_their_last_outputs_and_give_every_output_i
     parts = gdpo_parts({"correct": correct, "code": code}, mask, np.array(list("pppppqq"), dtype=object),
                        sessions=Sessions(final_rows, row_session), applies=applies, **options)
     alone = gdpo_outcome_parts({"correct": [1.0, 0.0, 1.0, 0.0, 1.0], "code": [1.0, 0.0, 0.5, None, None]},
-                               [3] * 5, list("pppqq"), **options)
+                               [3] * 5, list("pppqq"), options=GdpoOptions(**options))
     np.testing.assert_allclose(parts.final.numpy(), alone.final.numpy())
     np.testing.assert_allclose(parts.advantages[:, 0].numpy(), alone.final[row_session].float().numpy())
 
@@ -284,7 +286,7 @@ def test_the_metrics_under_conflict_count_cancelled_groups_before_the_mask_and_c
 
     scores = {"a": [1.0, 0.0, 0.6], "b": [0.0, 1.0, 0.3]}
     plain = advantage_metrics(gdpo_outcome_parts(scores, [3] * 3, ["g"] * 3))
-    masked = advantage_metrics(gdpo_outcome_parts(scores, [3] * 3, ["g"] * 3, conflict="hard"))
+    masked = advantage_metrics(gdpo_outcome_parts(scores, [3] * 3, ["g"] * 3, options=GdpoOptions(conflict="hard")))
     assert masked["gdpo/conflict_masked_frac"] > 0
     assert masked["gdpo/cancelled_group_frac"] == plain["gdpo/cancelled_group_frac"] == 0.0
     assert masked["gdpo/collapsed_group_frac"] == plain["gdpo/collapsed_group_frac"] == 0.0

@@ -183,7 +183,7 @@ def test_all_or_nothing_gives_the_maximum_or_the_minimum():
         ({"correct_scale": 0}, "correct_scale must be above 0"),
         ({"correct_scale": True}, "correct_scale must be a finite number"),
         ({"strict_names": "yes"}, "strict_names must be true or false"),
-        ({"all_or_nothing": 1}, "all_or_nothing must be true or false"),
+        ({"all_or_nothing": 2}, "all_or_nothing must be true or false"),
         ({"format_weight": float("nan")}, "format_weight must be a finite number"),
         ({"value_rule": "python"}, "value_rule must be one of ['bfcl', 'toolrl']; got 'python'"),
         ({"scale": 3}, "unknown reward.custom_reward_function.reward_kwargs ['scale']"),
