@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # verl's main_ppo on a CPU machine, under gdpo_verl/cpu_run/supervise.py, with gdpo-verl's packaged config: the CPU
-# platform for verl (gdpo_verl/verl_adapter/cpu_platform.py) and the settings every CPU run needs (docs/cpu-training.md says why each is
-# there). The task — model, data, rewards, estimator, batch sizes — comes as hydra overrides after the script
+# platform for verl (gdpo_verl/verl_adapter/for_cpu_run/cpu_platform.py) and the settings every CPU run needs
+# (docs/cpu-training.md says why each is there). The task — model, data, rewards, estimator, batch sizes — comes as hydra overrides after the script
 # name; they are applied after the CPU settings, so they can change any of them.
 #
 #   CPU_TRAINING_PYTHON=exe  the environment's interpreter (default $CPU_TRAINING_VENV/bin/python, where
@@ -27,7 +27,8 @@
 #                              fully_async                           verl.experimental.fully_async_policy.fully_async_main
 #                            The trainers with rollout apart from training (separate_async, one_step_off, fully_async)
 #                            get a second placeholder "GPU" for their rollout server and sync weights over TCP
-#                            (gdpo_verl/verl_adapter/cpu_checkpoint_engine.py: verl has no checkpoint engine for CPUs).
+#                            (gdpo_verl/verl_adapter/for_cpu_run/cpu_checkpoint_engine.py: verl has no checkpoint
+#                            engine for CPUs).
 #                            fully_async trains (prompts in the data x STEPS) / ppo_mini_batch_size steps (STEPS with
 #                            the CPU run's 8 prompts and mini-batch of 8), and sets trainer.test_freq=STEPS+1.
 #   CONFIG=name              main_ppo's config (the trainers through main_ppo): gdpo (default), gdpo-verl's packaged
@@ -50,7 +51,7 @@ fi
 # gdpo-verl from this checkout, whatever the environment has installed (Ray's workers get the driver's path,
 # vLLM's processes the environment); the CPU platform for verl, loaded by verl itself in every process of the run.
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-export VERL_USE_EXTERNAL_MODULES=gdpo_verl.verl_adapter.cpu_platform VERL_PLATFORM=cpu
+export VERL_USE_EXTERNAL_MODULES=gdpo_verl.verl_adapter.for_cpu_run.cpu_platform VERL_PLATFORM=cpu
 # verl registers its FSDP engine for cuda/npu; this picks it, and it runs on the platform's device ("cpu").
 export VERL_ENGINE_DEVICE=cuda
 export VERL_FILE_LOGGER_PATH="$OUT/metrics.jsonl"
@@ -117,7 +118,7 @@ esac
 # rollout on a server of its own: a second placeholder "GPU", and weights synced over TCP
 SEPARATE=(ray_kwargs.ray_init.num_gpus=2
           actor_rollout_ref.rollout.checkpoint_engine.backend=cpu_tcp
-          actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module=gdpo_verl.verl_adapter.cpu_checkpoint_engine)
+          actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module=gdpo_verl.verl_adapter.for_cpu_run.cpu_checkpoint_engine)
 case "$TRAINER" in
     sync|colocate_async)
         ENTRY=("${MAIN_PPO[@]}") MODE=("trainer.v1.trainer_mode=$TRAINER") ;;

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from gdpo_verl.core.jsonl import read_jsonl
+from gdpo_verl.records.jsonl import read_jsonl
 from gdpo_verl.experiments import bfcl_multi_turn
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,7 @@ def generate(args: argparse.Namespace) -> int:
 
 def play(args: argparse.Namespace, single: list, multi: list, keep: Callable[[dict], None]) -> tuple[int, int]:
     """The greedy responses to ``single`` and the conversations of ``multi``, each given to ``keep`` as made."""
-    from gdpo_verl.verl_adapter.generation import ChatGenerator, load_tokenizer
+    from gdpo_verl.verl_adapter.for_experiments.generation import ChatGenerator, load_tokenizer
 
     if not single and not multi:
         return 0, 0

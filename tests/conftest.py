@@ -11,11 +11,11 @@ TESTS = Path(__file__).resolve().parent
 PLACES = {
     "verl": ("integration/", "e2e/"),
     "bfcl": ("bfcl/",),
-    "sandbox": ("unit/sandbox/", "unit/rewards/test_coding.py"),
-    "timing": ("unit/sandbox/test_own_time.py",),
+    "sandbox": ("sandbox/", "unit/rewards/test_coding.py"),
+    "timing": ("sandbox/test_own_time.py",),
 }
 # Files in those places that take none of their markers: read as text, or the quick tier's sandbox smoke test.
-UNMARKED = ("unit/sandbox/test_guarantee_table.py", "unit/sandbox/test_smoke.py")
+UNMARKED = ("sandbox/test_guarantee_table.py", "sandbox/test_smoke.py")
 
 
 def markers_of(place: str) -> list[str]:

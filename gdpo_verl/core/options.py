@@ -4,12 +4,14 @@ Everything that knows an option reads it from ``OPTIONS``:
 
 - ``GdpoOptions``, the one object the estimators (``gdpo_outcome_parts``, ``corrgrpo_outcome_parts``) take, has a
   field for each option that ``computes``, with its default, checked on creation;
-- the per-step records (``records.py``) write and read back the options ``recorded``;
+- the per-step records (``gdpo_verl/records/steps.py``) write and read back the options ``recorded``;
 - the config check (``verl_adapter/settings.py``) reads ``algorithm.gdpo.<name>``, or the option's ``config_key``
-  (``norm_by_std`` is verl's own ``algorithm.norm_adv_by_std_in_grpo``), refuses the ``gdpo_only`` ones under
+  (``reward_keys`` and ``reward_weights`` are ``algorithm.gdpo_reward_keys`` and ``algorithm.gdpo_reward_weights``,
+  ``norm_by_std`` is verl's own ``algorithm.norm_adv_by_std_in_grpo``), refuses the ``gdpo_only`` ones under
   CorrGRPO and an option set away from its default where ``only_with`` says it would not be read;
-- the packaged config's ``algorithm.gdpo`` block (``gdpo_verl/config/gdpo/settings.yaml``) is ``yaml_block()``,
-  written by ``scripts/render_settings.py`` (a test checks the shipped file against it);
+- the packaged config (``gdpo_verl/config/gdpo/settings.yaml``) writes each option, its doc as a comment above its
+  default: ``verl_adapter/config_file.py`` renders it, ``scripts/render_settings.py`` writes it (a test checks the
+  shipped file against the rendering);
 - ``gdpo-verl demo`` and ``inspect`` take the ``command_line`` ones as ``--<name>``.
 
 Adding an option: declare it here, read it in the computation (``options.<name>``), give it a refused value in the
@@ -23,13 +25,13 @@ omegaconf: the core, the records and the command line read it without them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
 from gdpo_verl.core.checks import boolean, did_you_mean, finite_number, shown
 from gdpo_verl.core.conditions import Condition
+from gdpo_verl.core.reward_keys import reward_keys, reward_weights
 
 
 @dataclass(frozen=True)
@@ -124,8 +126,44 @@ def conditions(value: Any, what: str) -> tuple[Condition, ...]:
 
 OPTIONS: dict[str, Option] = {option.name: option for option in (
     Option(
+        "reward_keys", None, reward_keys,
+        "the reward components to normalize separately, by name",
+        """\
+Required (null stops the first step with a message). The reward components to normalize
+separately, by name: keys of the dict that your compute_score returns (verl stores each per
+response), or a tensor batch["token_level_scores_<key>"] of shape (batch, response_length) when a
+reward manager provides per-token scores for <key> (or reward_extra_info["token_level_scores_<key>"],
+one value per response token). Works on every verl trainer (docs/training-loop.md).
+A list, even for one key. A key missing from the batch stops the step with the list of keys present.
+Names that are no reward component are refused before Ray starts: verl's per-sample fields (index,
+uid, data_source, priority, ...), score (verl's summed reward), acc (verl's copy of it when compute_score
+returns a plain number) and gdpo_signature (docs/estimator.md#where-rewards-come-from).
+A misspelled algorithm.gdpo* key is an error. Under another adv_estimator (grpo, ...), setting the keys
+logs the gdpo/ metrics of what GDPO would compute on each batch, without touching that estimator's
+advantages (docs/training-loop.md#metrics).""",
+        computes=False, recorded=False, config_key="algorithm.gdpo_reward_keys",
+    ),
+    Option(
+        "reward_weights", None, reward_weights,
+        "the weight of each component's normalized advantage in the sum (null: 1.0 each)",
+        """\
+Weight of each component's normalized advantage in the sum (the paper's w_k). null = 1.0 each.
+A list aligned with gdpo_reward_keys, e.g. [1.0, 0.5], or a mapping {correct: 1.0, length: 0.5}.
+A weight may be a schedule: a list of [step, weight] points, linear between them and constant outside,
+read at verl's global step (a resumed run reads the step it resumes at), e.g. phase a length reward in
+after correctness is learned: '{correct: 1.0, length: [[0, 0.0], [50, 0.0], [100, 1.0]]}'.
+gdpo/<component>/weight logs the weights in force each step.
+Weights act after normalization, so they trade components off without regard to their raw scales.
+A negative weight trains the policy to lower that component (for a reward where more is worse): it is
+allowed, and logged once as a WARNING at start-up. All weights 0 is refused.""",
+        computes=False, recorded=False, config_key="algorithm.gdpo_reward_weights",
+    ),
+    Option(
         "norm_by_std", True, boolean,
         "divide by the group std in step 1 (the paper); false only subtracts the group mean",
+        """\
+verl's own switch, honoured per component: true divides by the group std (the paper),
+false only subtracts the group mean ("GRPO w/o std" in the paper's ablation; Dr.GRPO style).""",
         config_key="algorithm.norm_adv_by_std_in_grpo",
     ),
     Option(
@@ -271,55 +309,3 @@ def unread(given: Iterable[str], values: Mapping[str, Any]) -> list[str]:
     read (``only_with``)."""
     return [name for name in given if name in OPTIONS and OPTIONS[name].only_with is not None
             and values[OPTIONS[name].only_with[0]] != OPTIONS[name].only_with[1]]
-
-
-RENDERED = "# Rendered from gdpo_verl/core/options.py by scripts/render_settings.py: edit the declarations there."
-
-
-def yaml_block(indent: int = 4) -> str:
-    """The ``algorithm.gdpo`` block of the packaged config: each option of the block, its doc as a comment above
-    its default."""
-    pad = " " * indent
-    sections = [f"{pad}{RENDERED}\n"]
-    for name in IN_BLOCK:
-        option = OPTIONS[name]
-        comment = "\n".join(f"{pad}# {line}".rstrip() for line in option.doc.splitlines())
-        sections.append(f"{comment}\n{pad}{name}: {_yaml_value(option.default)}\n")
-    return "\n".join(sections)
-
-
-def config_with_block(text: str, indent: int = 4) -> str:
-    """``text`` (the packaged config) with its ``algorithm.gdpo`` block (the lines after ``  gdpo:`` up to the first
-    one indented less than ``indent``, blank lines aside) replaced by ``yaml_block(indent)``."""
-    head, marker, rest = text.partition("\n  gdpo:\n")
-    if not marker:
-        raise ValueError("the config has no '  gdpo:' line under algorithm")
-    lines = rest.splitlines(keepends=True)
-    end = next((at for at, line in enumerate(lines)
-                if line.strip() and len(line) - len(line.lstrip(" ")) < indent), len(lines))
-    return f"{head}{marker}\n{yaml_block(indent)}\n{''.join(lines[end:])}"
-
-
-# what YAML 1.1 (PyYAML, OmegaConf) reads as a boolean or null when written plainly
-_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
-
-
-def _yaml_value(value: Any) -> str:
-    """``value`` as the packaged config writes it, read back by YAML 1.1 as the same value; anything else (a string
-    YAML would read otherwise, an infinite float) is refused."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (tuple, list)) and not value:
-        return "[]"
-    if isinstance(value, float) and math.isfinite(value):
-        text = repr(value)
-        mantissa, _, exponent = text.partition("e")
-        # YAML 1.1 reads 1e-06 as a string: a float in exponent form needs a point and a signed exponent
-        return text if not exponent else f"{mantissa if '.' in mantissa else mantissa + '.0'}e{int(exponent):+d}"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str) and value.isidentifier() and value.lower() not in _YAML_WORDS:
-        return value
-    raise TypeError(f"no plain YAML spelling for the default {value!r}")

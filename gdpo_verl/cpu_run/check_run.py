@@ -39,9 +39,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from gdpo_verl.core.records import RECORD_FILE
+from gdpo_verl.records.steps import RECORD_FILE
 from gdpo_verl.cpu_run.narrate import step_line
-from gdpo_verl.verl_adapter.composed_config import RunConfig, read_run_config
+from gdpo_verl.verl_adapter.for_cpu_run.composed_config import RunConfig, read_run_config
 from gdpo_verl.verl_adapter.file_logger import logged_step
 
 # Where the CPU run has hydra record its composed config (hydra.run.dir, scripts/cpu_main_ppo.sh), under OUT.

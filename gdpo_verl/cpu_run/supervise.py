@@ -76,9 +76,9 @@ STAT = "/proc/{pid}/task/{tid}/stat"
 RAY_NODE_TIMEOUT = "The current node timed out during startup"
 RAY_START_TRIES = 2
 def _closest_key(command, full_key):
-    """The config key a misspelled override meant (``verl_adapter.config_keys``: composes the run's config, which
-    imports verl; asked only once the run has failed on such an override)."""
-    from gdpo_verl.verl_adapter.config_keys import closest_key
+    """The config key a misspelled override meant (``verl_adapter.for_cpu_run.config_keys``: composes the run's
+    config, which imports verl; asked only once the run has failed on such an override)."""
+    from gdpo_verl.verl_adapter.for_cpu_run.config_keys import closest_key
 
     return closest_key(command, full_key)
 

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from gdpo_verl.core.jsonl import iter_jsonl, open_regular, regular_file
+from gdpo_verl.records.jsonl import iter_jsonl, open_regular, regular_file
 
 
 def read_rows(path: str | Path) -> list[Any]:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gdpo_verl.core.jsonl import read_jsonl
+from gdpo_verl.records.jsonl import read_jsonl
 from gdpo_verl.rewards.math_length import MathLengthReward
 
 # Table 3 layout: benchmark key -> row label, in the paper's order.
@@ -56,7 +56,7 @@ def column_labels(parser: Any, args: Any) -> tuple[list[Path | None], list[str]]
 def generate_to_file(args: Any, benchmarks: Mapping[str, Sequence[Mapping[str, Any]]], out: Path) -> Path:
     """Generate with vLLM (``args.model`` and the options of ``add_generation_options``) for the verl rows of
     each benchmark; write ``out/generations.jsonl`` in the layout ``load_generations`` reads; return its path."""
-    from gdpo_verl.verl_adapter.generation import generate
+    from gdpo_verl.verl_adapter.for_experiments.generation import generate
 
     records = []
     for benchmark, rows in benchmarks.items():

@@ -31,7 +31,7 @@ import torch
 from gdpo_verl.core.advantage import gdpo_parts
 from gdpo_verl.core.checks import did_you_mean, is_reward_value, shown
 from gdpo_verl.core.diagnostics import advantage_metrics
-from gdpo_verl.core.jsonl import iter_jsonl, regular_file
+from gdpo_verl.records.jsonl import iter_jsonl, regular_file
 from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, find_reward, missing_component
 from gdpo_verl.verl_adapter.reward_config import declared_needs, load_reward_function
 

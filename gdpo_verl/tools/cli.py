@@ -92,7 +92,7 @@ def estimator_options(command: argparse.ArgumentParser, records: bool) -> None:
     GDPO offline."""
     from gdpo_verl.core.corrgrpo import AUTHORS_NAME
     from gdpo_verl.core.options import COMMAND_LINE, OPTIONS
-    from gdpo_verl.core.records import ESTIMATORS
+    from gdpo_verl.records.steps import ESTIMATORS
 
     given = " (default: the record's)" if records else ""
     group = command.add_argument_group("GDPO options, as algorithm.gdpo.* in training")
@@ -240,7 +240,7 @@ def run_check_reward(args: argparse.Namespace, parser: argparse.ArgumentParser) 
 
 def run_doctor(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from gdpo_verl.tools.doctor import report, run_checks
-    from gdpo_verl.verl_adapter.environment import ray_check_timeout
+    from gdpo_verl.verl_adapter.for_tools.environment import ray_check_timeout
 
     if not args.no_ray:
         ray_check_timeout()  # a bad GDPO_VERL_DOCTOR_RAY_TIMEOUT_S: refused before any check runs
@@ -309,7 +309,7 @@ def run_collapse(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
 
 def run_inspect(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from gdpo_verl.core.records import example_path, reports
+    from gdpo_verl.records.steps import example_path, reports
 
     path = args.path
     if path is None:

@@ -17,7 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from gdpo_verl.core.diagnostics import MEAN, reward_metric, reward_names
 from gdpo_verl.core.checks import is_reward_value
-from gdpo_verl.core.jsonl import file_kind, iter_jsonl
+from gdpo_verl.records.jsonl import file_kind, iter_jsonl
 from gdpo_verl.verl_adapter.file_logger import logged_step
 
 # verl's file logger's file in a run's directory (the CPU run's OUT/metrics.jsonl)

@@ -22,8 +22,8 @@ from gdpo_verl.core.advantage import group_ids
 from gdpo_verl.core.collapse import COLLAPSE_DECIMALS
 from gdpo_verl.core.diagnostics import distinct_per_group
 from gdpo_verl.core.checks import is_reward_value
-from gdpo_verl.core.jsonl import read_jsonl
-from gdpo_verl.verl_adapter.batches import verl_advantages
+from gdpo_verl.records.jsonl import read_jsonl
+from gdpo_verl.verl_adapter.for_tools.batches import verl_advantages
 from gdpo_verl.verl_adapter.names import CORRGRPO_NAMES, ESTIMATOR_NAME
 
 RESERVED = ("uid", "response_length")

@@ -10,7 +10,7 @@ import importlib.util
 from collections.abc import Callable
 from importlib.metadata import version
 
-from gdpo_verl.verl_adapter.environment import (
+from gdpo_verl.verl_adapter.for_tools.environment import (
     Check,
     check_fresh_process,
     check_ray_worker,

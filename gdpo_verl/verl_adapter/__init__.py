@@ -10,13 +10,11 @@ import. ``reward_manager``: the "gdpo_verl" reward manager. ``components``: wher
 are found, and the fill-in of those that do not apply. ``cluster``: the checks run on every Ray node before
 training.
 
-For the CPU run (``gdpo_verl.cpu_run`` holds the rest of it): ``cpu_platform``, the CPU platform verl loads in every
-process of the run (``VERL_USE_EXTERNAL_MODULES``); ``cpu_checkpoint_engine``, the ``cpu_tcp`` weight sync of the
-trainers with rollout apart from training. For the ``gdpo-verl`` command (``gdpo_verl.tools``): ``batches``, verl's
-advantage stage on a rollout batch (the demo); ``environment``, the doctor's checks of verl, Ray and vLLM. For the
-evaluation scripts (``gdpo_verl.experiments``): ``generation``, vLLM generation.
+verl code the rooms above use, in a folder per room it serves: ``for_cpu_run`` (the CPU run's platform, weight
+sync, and reading of its config), ``for_tools`` (the ``gdpo-verl`` command's) and ``for_experiments`` (the evaluation
+scripts' generation).
 
-The exports load on first use: verl imports ``cpu_platform`` while verl itself is being imported, before the
+The exports load on first use: verl imports ``for_cpu_run.cpu_platform`` while verl itself is being imported, before the
 estimator's imports of verl could work.
 """
 

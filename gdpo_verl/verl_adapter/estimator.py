@@ -26,7 +26,7 @@ from gdpo_verl.core.advantage import GdpoParts, Sessions, gdpo_parts
 from gdpo_verl.core.corrgrpo import corrgrpo_outcome_parts
 from gdpo_verl.core.checks import is_number
 from gdpo_verl.core.diagnostics import advantage_metrics
-from gdpo_verl.core.records import RecordWriter
+from gdpo_verl.records.steps import RecordWriter
 from gdpo_verl.verl_adapter.names import CORRGRPO_NAMES, ESTIMATOR_NAME
 from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, find_reward, missing_component
 from gdpo_verl.verl_adapter.settings import GdpoSettings, settings_from_config

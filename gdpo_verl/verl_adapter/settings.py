@@ -13,7 +13,7 @@ import importlib.util
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from importlib.resources import files
@@ -21,13 +21,13 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from gdpo_verl.core.inputs import weight_vector_for
 from gdpo_verl.core.checks import boolean, did_you_mean, finite_number
 from gdpo_verl.core.conditions import check_conditions
 from gdpo_verl.core.options import (
     COMPUTED, DEFAULTS, GDPO_ONLY, IN_BLOCK, OPTIONS, GdpoOptions, checked, unread,
 )
-from gdpo_verl.core.variants import WeightSchedule, read_weight, schedule_breakpoints, weights_at
+from gdpo_verl.core.reward_keys import weights_for
+from gdpo_verl.core.variants import WeightSchedule, weights_at
 from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX
 from gdpo_verl.verl_adapter.reward_config import check_reward_on_this_node, reward_function, reward_needs
 from gdpo_verl.verl_adapter.reward_config import config_value as _get
@@ -38,34 +38,12 @@ CONFIG_FILE = files("gdpo_verl.config") / "gdpo" / "settings.yaml"
 # The options under ``algorithm.gdpo`` and their defaults.
 OPTION_DEFAULTS: dict[str, Any] = {name: DEFAULTS[name] for name in IN_BLOCK}
 
-# Every ``algorithm`` key of GDPO's own; any other key starting with "gdpo" is a typo.
-GDPO_KEYS = ("gdpo_reward_keys", "gdpo_reward_weights", "gdpo")
+# Every ``algorithm`` key of GDPO's own (the options declared under one, and the block); any other key starting with
+# "gdpo" is a typo.
+GDPO_KEYS = (*(option.key.removeprefix("algorithm.") for option in OPTIONS.values()
+               if option.key.startswith("algorithm.gdpo_")), "gdpo")
 
 logger = logging.getLogger("gdpo_verl")
-
-# Names that are no reward component, and why: verl (or gdpo-verl) keeps something else under each for every
-# sample, and GDPO would train on it (the dataset row's index and the summed reward are numbers).
-NOT_COMPONENTS: dict[str, str] = {
-    "score": "it is verl's summed reward (the 'score' that every dict from compute_score must hold, what GRPO trains "
-             "on); as a GDPO component it would count the other components a second time, or alone turn GDPO into "
-             "GRPO on the sum",
-    "acc": "verl's reward managers store the summed reward under it when compute_score returns a plain number, so "
-           "GDPO would train on the sum",
-    "gdpo_signature": "it is gdpo-verl's hash of the reward components (for dynamic sampling), a number GDPO would "
-                      "train on",
-    "uid": "it is verl's group id of each prompt",
-    "index": "verl stores the dataset row's index (extra_info.index) under it for every sample, a number GDPO would "
-             "train on",
-    "priority": "verl stores each sample's sampling priority under it, a number GDPO would train on",
-    **dict.fromkeys(
-        ("data_source", "reward_model", "extra_info", "ability", "prompt", "raw_prompt", "raw_prompt_ids",
-         "tools_kwargs", "interaction_kwargs", "agent_name", "request_id", "multi_modal_data", "multi_modal_inputs",
-         "__num_turns__", "__do_sample__", "tool_extra_fields", "reward_scores", "min_global_steps",
-         "max_global_steps", "extras", "tool_call_counts", "processing_times", "tool_calls_times", "dummy_tensor"),
-        "it is a per-sample field that verl's dataset or rollout fills",
-    ),
-}
-
 
 @dataclass(frozen=True)
 class GdpoSettings:
@@ -121,8 +99,24 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
             "+algorithm.gdpo_reward_keys=[...] listing the components that compute_score returns, and "
             "+algorithm.gdpo_reward_weights if the config has weights."
         )
-    keys = _reward_keys(_get(algorithm, "gdpo_reward_keys"))
-    weights = _weights(keys, _get(algorithm, "gdpo_reward_weights"))
+    block = _get(algorithm, "gdpo", None)
+    if block is None:
+        block = {}
+    if not isinstance(block, Mapping):
+        raise ValueError(
+            f"algorithm.gdpo must be a mapping of options {sorted(OPTION_DEFAULTS)}; got {type(block).__name__}."
+        )
+    unknown = sorted(set(block) - set(OPTION_DEFAULTS))
+    if unknown:
+        named = ", ".join(f"algorithm.gdpo.{key}{did_you_mean(str(key), OPTION_DEFAULTS)}" for key in unknown)
+        raise ValueError(f"unknown option(s) {named}; known options: {sorted(OPTION_DEFAULTS)}.")
+    # each option from algorithm.gdpo, or from its own key of algorithm, as its declaration checks it
+    values = {name: checked(name, _plain(_get(block, name, option.default) if option.in_block else
+                                         _get(algorithm, option.key.removeprefix("algorithm."), option.default)),
+                            option.key)
+              for name, option in OPTIONS.items()}
+    keys = values["reward_keys"]
+    weights = weights_for(keys, values["reward_weights"], OPTIONS["reward_weights"].key)
 
     if training and boolean(_get(algorithm, "use_kl_in_reward", False), "algorithm.use_kl_in_reward"):
         raise ValueError(
@@ -131,23 +125,6 @@ def settings_from_config(algorithm: Any, training: bool = True) -> GdpoSettings:
             "algorithm.use_kl_in_reward=False and put the KL in the loss instead: "
             "actor_rollout_ref.actor.use_kl_loss=True (the paper uses kl_loss_type=mse, kl_loss_coef=0.0005)."
         )
-
-    options = _get(algorithm, "gdpo", None)
-    if options is None:
-        options = {}
-    if not isinstance(options, Mapping):
-        raise ValueError(
-            f"algorithm.gdpo must be a mapping of options {sorted(OPTION_DEFAULTS)}; got {type(options).__name__}."
-        )
-    unknown = sorted(set(options) - set(OPTION_DEFAULTS))
-    if unknown:
-        named = ", ".join(f"algorithm.gdpo.{key}{did_you_mean(str(key), OPTION_DEFAULTS)}" for key in unknown)
-        raise ValueError(f"unknown option(s) {named}; known options: {sorted(OPTION_DEFAULTS)}.")
-    # each option from algorithm.gdpo (or, for verl's own keys, algorithm), as its declaration checks it
-    given = {**{option: _get(options, option, DEFAULTS[option]) for option in IN_BLOCK},
-             **{option: _get(algorithm, OPTIONS[option].key.removeprefix("algorithm."), DEFAULTS[option])
-                for option in OPTIONS if not OPTIONS[option].in_block}}
-    values = {option: checked(option, value, OPTIONS[option].key) for option, value in given.items()}
     try:
         conditions = check_conditions(keys, values["conditions"])
     except ValueError as exc:
@@ -195,8 +172,7 @@ def _check_corrgrpo_options(name: str, values: Mapping[str, Any], options: GdpoO
             f"algorithm.gdpo.{', '.join(changed)} belong(s) to GDPO's steps, and algorithm.adv_estimator={name} "
             "(CorrGRPO) has none of them: no batch step, the group mean as its baseline, no conflict masking and the "
             "configured weights. They would be ignored: leave them at their defaults, or train with "
-            "algorithm.adv_estimator=gdpo. CorrGRPO reads gdpo_reward_keys, gdpo_reward_weights, "
-            f"{reads}."
+            f"algorithm.adv_estimator=gdpo. CorrGRPO reads {reads}."
         )
 
 
@@ -207,79 +183,9 @@ def reward_timeout(options: Any) -> float | None:
     return checked("reward_timeout_s", value, OPTIONS["reward_timeout_s"].key)
 
 
-def _reward_keys(raw: Any) -> tuple[str, ...]:
-    example = (
-        "for example algorithm.gdpo_reward_keys=[correct,length] with gdpo-verl's packaged config, "
-        "+algorithm.gdpo_reward_keys=[correct,length] with verl's ppo_trainer (which does not declare the key)"
-    )
-    if raw is None:
-        raise ValueError(
-            "algorithm.gdpo_reward_keys is not set: list the reward components that compute_score returns, "
-            f"{example}."
-        )
-    if isinstance(raw, str):
-        raise ValueError(f"algorithm.gdpo_reward_keys must be a list, not the string {raw!r}; {example}.")
-    if not isinstance(raw, Sequence):
-        raise ValueError(f"algorithm.gdpo_reward_keys must be a list; got {type(raw).__name__}; {example}.")
-    keys = tuple(raw)
-    if not keys:
-        raise ValueError(f"algorithm.gdpo_reward_keys is empty; {example}.")
-    bad = [key for key in keys if not isinstance(key, str) or not key]
-    if bad:
-        raise ValueError(f"algorithm.gdpo_reward_keys must hold non-empty strings; got {bad!r}.")
-    duplicates = sorted({key for key in keys if keys.count(key) > 1})
-    if duplicates:
-        raise ValueError(f"algorithm.gdpo_reward_keys lists {duplicates} more than once.")
-    for key in keys:
-        if key in NOT_COMPONENTS:
-            rename = "" if key == "score" else (
-                f" If compute_score returns a component of yours as {key!r}, rename it there (for example to "
-                "'correct') and list the new name."
-            )
-            raise ValueError(
-                f"algorithm.gdpo_reward_keys lists {key!r}, which is no reward component: {NOT_COMPONENTS[key]}. "
-                f"List the components that compute_score returns next to 'score', {example}.{rename}"
-            )
-    return keys
-
-
-def _weights(keys: tuple[str, ...], raw: Any) -> dict[str, float | WeightSchedule]:
-    if raw is None:
-        return dict.fromkeys(keys, 1.0)
-    if isinstance(raw, Mapping):
-        weights = dict(raw)
-    elif isinstance(raw, str) or not isinstance(raw, Sequence):
-        raise ValueError(
-            "algorithm.gdpo_reward_weights must be a list aligned with gdpo_reward_keys or a mapping "
-            f"key -> weight; got {raw!r}."
-        )
-    else:
-        values = list(raw)
-        if len(values) != len(keys):
-            raise ValueError(
-                f"algorithm.gdpo_reward_weights has {len(values)} value(s) {values} but gdpo_reward_keys has "
-                f"{len(keys)} {list(keys)}; give one weight per key, in the same order (a scheduled weight is one "
-                "list of [step, weight] points)."
-            )
-        weights = dict(zip(keys, values, strict=True))
-    try:
-        weight_vector_for(keys, dict.fromkeys(weights, 1.0))  # exactly the keys
-        read = {key: read_weight(_plain(weights[key]), f"weight of reward {key!r}") for key in keys}
-    except ValueError as exc:
-        raise ValueError(f"algorithm.gdpo_reward_weights: {exc}") from exc
-    breakpoints = schedule_breakpoints(read)
-    for step in breakpoints or [0]:  # and every step where a scheduled weight crosses 0
-        try:
-            weight_vector_for(keys, weights_at(read, step))
-        except ValueError as exc:
-            where = f" at step {step}, where the schedules give" if breakpoints else ""
-            raise ValueError(f"algorithm.gdpo_reward_weights{where}: {exc}") from exc
-    return {key: value if isinstance(value, WeightSchedule) else float(value) for key, value in read.items()}
-
-
 def _plain(value: Any) -> Any:
-    """An omegaconf list as a Python list (a schedule's points), anything else unchanged."""
-    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+    """An omegaconf list or mapping as a Python one (interpolations resolved), anything else unchanged."""
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 # The reward_extra_info key that gdpo_verl's reward manager fills with a value that differs between two

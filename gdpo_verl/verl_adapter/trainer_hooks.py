@@ -52,7 +52,7 @@ from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 
-from gdpo_verl.core.records import RecordWriter
+from gdpo_verl.records.steps import RecordWriter
 from gdpo_verl.verl_adapter.checkpoint_owner import check_checkpoint_owner, claim_checkpoint_dir
 from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node, require_reward_on_every_node
 from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX, require_components

@@ -74,7 +74,7 @@ class StandInTokenizer:
 
 
 def test_generate_writes_each_question_as_it_is_made_and_resume_makes_the_rest(tmp_path, capsys, monkeypatch):
-    from gdpo_verl.verl_adapter import generation
+    from gdpo_verl.verl_adapter.for_experiments import generation
 
     monkeypatch.setattr(generation, "ChatGenerator", StandInEngine)
     monkeypatch.setattr(generation, "load_tokenizer", lambda model: StandInTokenizer())
@@ -201,7 +201,7 @@ def test_a_prompt_too_long_for_any_tokenization_is_refused_without_tokenizing_it
     then listed): tokenized, 5 CPU-s and a gigabyte each. A text of more characters than the context times the
     longest token cannot fit. (The engine is not started: vLLM is not in BFCL's environment; the room is the
     generator's own arithmetic.)"""
-    from gdpo_verl.verl_adapter.generation import ChatGenerator
+    from gdpo_verl.verl_adapter.for_experiments.generation import ChatGenerator
 
     generator = object.__new__(ChatGenerator)
     generator.tokenizer, generator.context = CountingTokenizer(), 1000

@@ -6,9 +6,9 @@ batch, with GD2PO's snr masking and a weight schedule). test_trainers.py resumes
 
 Nothing of verl is mocked: its V1 trainer, Ray, TransferQueue, the FSDP2 actor, the vLLM rollout server (vLLM's
 CPU build), the bucketed weight sync and the checkpoint all run for real, with this plugin's estimator,
-reward manager and math rewards. What lets verl run on a CPU at all is gdpo_verl/verl_adapter/cpu_platform.py (a verl platform
-for the CPU, added through verl's platform registry) and the environment of
-scripts/setup_cpu_training_env.sh; docs/cpu-training.md lists every such piece.
+reward manager and math rewards. What lets verl run on a CPU at all is
+gdpo_verl/verl_adapter/for_cpu_run/cpu_platform.py (a verl platform for the CPU, added through verl's platform
+registry) and the environment of scripts/setup_cpu_training_env.sh; docs/cpu-training.md lists every such piece.
 
 Each start of a run costs about 150 to 180 CPU-seconds (its processes import torch, verl and vLLM;
 docs/development.md, "Where the time goes"); a step, seconds. So runs are shared where the checks need the same

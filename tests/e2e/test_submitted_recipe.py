@@ -24,7 +24,7 @@ pytestmark = pytest.mark.cpu_training
 RECIPE = "tests/fixtures/cpu_recipe/tiny_gdpo.sh"
 # what scripts/cpu_main_ppo.sh exports for every process of a CPU run (it says why each), here for every process
 # the head's raylet starts: the job's driver and its actors
-CPU_PLATFORM = {"VERL_USE_EXTERNAL_MODULES": "gdpo_verl.verl_adapter.cpu_platform", "VERL_PLATFORM": "cpu",
+CPU_PLATFORM = {"VERL_USE_EXTERNAL_MODULES": "gdpo_verl.verl_adapter.for_cpu_run.cpu_platform", "VERL_PLATFORM": "cpu",
                 "VERL_ENGINE_DEVICE": "cuda", "TOKENIZERS_PARALLELISM": "false", "VLLM_CPU_KVCACHE_SPACE": "1",
                 "TORCH_COMPILE_DISABLE": "1", "RAY_worker_niceness": "0"}
 

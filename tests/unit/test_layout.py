@@ -32,7 +32,8 @@ def test_every_room_module_and_script_is_on_the_map():
     package = sorted(path for path in (ROOT / "gdpo_verl").iterdir() if path.is_dir() and path.name != "__pycache__")
     assert [f"gdpo_verl/{room.name}/" for room in package if f"gdpo_verl/{room.name}/" not in rooms] == []
     assert [folder for folder in rooms if not (ROOT / folder).is_dir()] == []
-    unnamed = [f"{room.name}/{module.name}" for room in package for module in sorted(room.glob("*.py"))
+    # every module, in a folder of a room too (verl_adapter/for_tools/, sandbox/programs/)
+    unnamed = [str(module.relative_to(room.parent)) for room in package for module in sorted(room.rglob("*.py"))
                if module.stem != "__init__" and not named(module.stem, rooms[f"gdpo_verl/{room.name}/"])]
     unnamed += [f"scripts/{script.name}" for script in sorted((ROOT / "scripts").iterdir())
                 if script.suffix in (".py", ".sh") and not named(script.stem, rooms["scripts/"])]

@@ -52,11 +52,11 @@ def test_the_sandbox_imports_the_standard_library_and_bubblewrap_only(path):
 
 # The rooms, each on its floor: a module imports from its own room and the floors below, never up or across.
 # core: the math; sandbox: runs of model-written programs; answers: the math answer reader; rewards: the reward
-# functions; verl_adapter: everything
-# that speaks verl; cpu_run: the CPU run's harness; tools: the gdpo-verl command; experiments: the library of the
-# experiment scripts; config: the packaged hydra configs (no code).
-FLOORS = {"core": 0, "sandbox": 0, "answers": 0, "config": 0, "rewards": 1, "verl_adapter": 2, "cpu_run": 3, "tools": 3,
-          "experiments": 3}
+# functions; records: the per-step records and JSON Lines; verl_adapter: everything that speaks verl; cpu_run: the CPU
+# run's harness; tools: the gdpo-verl command; experiments: the library of the experiment scripts; config: the
+# packaged hydra configs (no code).
+FLOORS = {"core": 0, "sandbox": 0, "answers": 0, "config": 0, "rewards": 1, "records": 1, "verl_adapter": 2,
+          "cpu_run": 3, "tools": 3, "experiments": 3}
 
 
 def test_every_module_is_in_a_room():

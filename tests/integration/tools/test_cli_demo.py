@@ -109,7 +109,7 @@ def test_demo_and_inspect_take_the_training_options_and_a_mixed_task_batch(tmp_p
     assert "Give the step (gdpo-verl demo and inspect: --step)" in capsys.readouterr().err
 
     from gdpo_verl.core.advantage import gdpo_outcome_parts
-    from gdpo_verl.core.records import RecordWriter
+    from gdpo_verl.records.steps import RecordWriter
 
     parts = gdpo_outcome_parts({"correct": [row["correct"] for row in rows], "code": [row["code"] for row in rows]},
                                [row["response_length"] for row in rows], [row["uid"] for row in rows])
@@ -138,7 +138,7 @@ def test_demo_and_inspect_take_corrgrpo(tmp_path, capsys):
     ]
     path = write_rollouts(tmp_path / "mixed.jsonl", rows)
     from gdpo_verl.core.corrgrpo import corrgrpo_outcome_parts
-    from gdpo_verl.core.records import RecordWriter
+    from gdpo_verl.records.steps import RecordWriter
 
     parts = corrgrpo_outcome_parts({"correct": [row["correct"] for row in rows], "code": [row["code"] for row in rows]},
                                    [row["response_length"] for row in rows], [row["uid"] for row in rows],

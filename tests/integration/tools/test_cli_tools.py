@@ -20,7 +20,7 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from gdpo_verl.core import advantage, collapse
-from gdpo_verl.core.records import RECORD_FILE, load_steps, reports
+from gdpo_verl.records.steps import RECORD_FILE, load_steps, reports
 from gdpo_verl.tools.cli import main
 from gdpo_verl.verl_adapter.trainer_hooks import METRICS_KEY, legacy_trainer_running
 
@@ -324,6 +324,6 @@ def test_doctor_fails_and_says_why_when_plugins_are_disabled():
     ],
 )
 def test_doctor_names_the_gemm_path_vllm_cpu_would_take(facts, path):
-    from gdpo_verl.verl_adapter.environment import gemm_path
+    from gdpo_verl.verl_adapter.for_tools.environment import gemm_path
 
     assert gemm_path(facts).startswith(path)

@@ -17,7 +17,7 @@ from gdpo_verl.core.conditions import Condition
 from gdpo_verl.core.options import GdpoOptions
 from gdpo_verl.core.corrgrpo import corrgrpo_advantage, corrgrpo_outcome_parts, corrgrpo_parts
 from gdpo_verl.core.diagnostics import advantage_metrics
-from gdpo_verl.core.records import load_steps, step_parts
+from gdpo_verl.records.steps import load_steps, step_parts
 from gdpo_verl.verl_adapter.estimator import Step, compute_corrgrpo_advantage, running
 from gdpo_verl.verl_adapter.settings import check_config, settings_from_config
 from tests.integration.verl_adapter.test_estimator import rollout_batch

@@ -11,7 +11,7 @@ import torch
 import verl  # noqa: F401  (loads the entry point)
 from verl.checkpoint_engine.base import CheckpointEngineRegistry
 
-from gdpo_verl.verl_adapter.cpu_checkpoint_engine import BACKEND, METRICS, CpuTcpCheckpointEngine
+from gdpo_verl.verl_adapter.for_cpu_run.cpu_checkpoint_engine import BACKEND, METRICS, CpuTcpCheckpointEngine
 
 
 def engines(actors, rollouts, bucket_size, **kwargs):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gdpo_verl.verl_adapter.environment import OURS
+from gdpo_verl.verl_adapter.for_tools.environment import OURS
 
 SCRIPT = Path(__file__).with_name("multi_node_run.py")
 

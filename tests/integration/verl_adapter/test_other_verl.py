@@ -298,7 +298,7 @@ def test_verls_experimental_trainers_need_no_transfer_queue(monkeypatch, trainer
 
 
 def test_the_doctor_on_a_verl_without_transfer_queue_warns_and_still_checks_the_rest(tmp_path):
-    checks = ("from gdpo_verl.verl_adapter.environment import check_fresh_process, check_transfer_queue, "
+    checks = ("from gdpo_verl.verl_adapter.for_tools.environment import check_fresh_process, check_transfer_queue, "
               "check_verl_version\n"
               "for check in (check_verl_version, check_fresh_process, check_transfer_queue):\n"
               "    found = check()\n"

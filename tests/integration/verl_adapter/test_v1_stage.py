@@ -24,7 +24,7 @@ from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 from gdpo_verl.core.advantage import gdpo_parts
 from gdpo_verl.core.diagnostics import advantage_metrics
-from gdpo_verl.core.records import load_steps, step_report
+from gdpo_verl.records.steps import load_steps, step_report
 from tests.reference import reference_gdpo
 
 KEYS = ["correct", "length"]

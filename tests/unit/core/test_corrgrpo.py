@@ -221,7 +221,7 @@ def test_token_level_rewards_masks_and_sessions():
 
 
 def test_a_corrgrpo_record_is_recomputed_as_corrgrpo(tmp_path):
-    from gdpo_verl.core.records import RecordWriter, load_steps, step_parts
+    from gdpo_verl.records.steps import RecordWriter, load_steps, step_parts
 
     rewards, index, weights = random_batch(5)
     parts = corrgrpo_outcome_parts(rewards, torch.ones(len(index)), index, weights)

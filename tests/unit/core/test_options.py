@@ -1,21 +1,17 @@
-"""The options' one declaration (gdpo_verl/core/options.py): the packaged config, the core, the records and the
-checks all read it."""
+"""The options' one declaration (gdpo_verl/core/options.py): the README, the core, the records and the checks all
+read it (the packaged config: tests/integration/verl_adapter/test_config_file.py)."""
 
-import dataclasses
 from pathlib import Path
-
 
 import pytest
 import torch
 
-import gdpo_verl
 from gdpo_verl.core import gdpo_outcome_parts, options
 from gdpo_verl.core.options import (
-    COMPUTED, DEFAULTS, OPTIONS, RECORDED, GdpoOptions, checked, config_with_block, gdpo_options, unread,
+    COMPUTED, DEFAULTS, OPTIONS, RECORDED, GdpoOptions, checked, gdpo_options, unread,
 )
-from gdpo_verl.core.records import RecordWriter, load_steps
+from gdpo_verl.records.steps import RecordWriter, load_steps
 
-CONFIG = Path(gdpo_verl.__file__).parent / "config" / "gdpo" / "settings.yaml"
 README = Path(__file__).resolve().parents[3] / "README.md"
 
 
@@ -26,30 +22,13 @@ def test_the_readmes_options_table_lists_every_option_with_its_declared_default(
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if line.startswith("| `") and len(cells) >= 3:
             rows[cells[0].strip("`")] = cells[1].split()[0].strip("`")
-    spelled = {"null": None, "[]": (), "true": True, "false": False}
+    spelled = {"null": None, "required": None, "[]": (), "true": True, "false": False}
     for name, option in OPTIONS.items():
         key = f"gdpo.{name}" if option.in_block else option.config_key.removeprefix("algorithm.")
         assert key in rows, f"the README's options table has no row for {key}"
         text = rows[key]
         value = spelled[text] if text in spelled else type(option.default)(text)
         assert value == option.default, (key, text, option.default)
-
-
-def test_the_packaged_configs_gdpo_block_is_the_rendering_of_the_declarations(monkeypatch):
-    shipped = CONFIG.read_text()
-    assert config_with_block(shipped) == shipped, "run python scripts/render_settings.py"
-    # a changed declaration changes the rendering (and so fails the check above until the yaml is rendered again)
-    monkeypatch.setitem(OPTIONS, "eps", dataclasses.replace(OPTIONS["eps"], default=1e-4))
-    rendered = config_with_block(shipped)
-    assert "    eps: 0.0001\n" in rendered and "    eps: 1.0e-6\n" in shipped and rendered != shipped
-
-
-@pytest.mark.parametrize(("value", "spelled"), [(1e-6, "1.0e-6"), (1e-4, "0.0001"), (2.5e20, "2.5e+20"), (0.8, "0.8"),
-                                                (600, "600"), (None, "null"), ((), "[]"), (True, "true"),
-                                                ("token", "token")])
-def test_defaults_are_spelled_as_yaml_1_1_reads_them(value, spelled):
-    # PyYAML and OmegaConf read 1e-06 (no point) and 1.0e6 (no sign) as strings
-    assert options._yaml_value(value) == spelled
 
 
 def test_gdpo_options_takes_each_computed_option_refusing_what_its_declaration_refuses():
@@ -68,6 +47,8 @@ def test_gdpo_options_takes_each_computed_option_refusing_what_its_declaration_r
 
 # one value each option refuses, and what the refusal says: a new option needs a row here
 REFUSED = {
+    "reward_keys": (["correct", "score"], "lists 'score', which is no reward component"),
+    "reward_weights": ("1.0", "must be a list aligned with gdpo_reward_keys or a mapping"),
     "norm_by_std": ("false", "must be true or false; got 'false'"),
     "batch_norm": ("batch", "must be one of ('token', 'sequence', 'none'); got 'batch'"),
     "eps": (2.0, "must be at most 1; got 2.0. It is added to every std"),
@@ -87,7 +68,8 @@ def test_every_option_has_a_refused_value_here():
 
 @pytest.mark.parametrize("name", list(REFUSED))
 def test_each_option_takes_its_default_and_refuses_a_bad_value_naming_where_it_came_from(name):
-    assert checked(name, DEFAULTS[name]) == DEFAULTS[name]
+    if name != "reward_keys":  # required: its default, null, stops the run (test_settings.py)
+        assert checked(name, DEFAULTS[name]) == DEFAULTS[name]
     value, message = REFUSED[name]
     with pytest.raises(ValueError) as refused:
         checked(name, value, f"{OPTIONS[name].key}")
@@ -120,20 +102,6 @@ def test_a_record_carries_every_recorded_option_and_reads_it_back(tmp_path):
     RecordWriter().append(tmp_path, parts, list("aaabbb"), 3)
     (record,) = load_steps(tmp_path)
     assert record.recorded == chosen
-
-
-def test_rendering_replaces_the_gdpo_block_only():
-    shipped = CONFIG.read_text()
-    # a key of algorithm after the block, and one at the top level, are kept as they are
-    text = shipped.replace("    reward_timeout_s: 600\n", "    reward_timeout_s: 600\n  kl_ctrl_extra: 1\n# a note\n")
-    rendered = config_with_block(text)
-    assert "\n  kl_ctrl_extra: 1\n# a note\n" in rendered and config_with_block(rendered) == rendered
-
-
-@pytest.mark.parametrize("value", ["on", "No", "1.5", "a: b", "", float("inf"), float("nan"), [1], {"a": 1}])
-def test_a_default_yaml_would_read_as_another_value_is_refused(value):
-    with pytest.raises(TypeError, match="no plain YAML spelling"):
-        options._yaml_value(value)
 
 
 def test_a_declaration_the_config_cannot_hold_is_refused():

@@ -27,7 +27,7 @@ from gdpo_verl.sandbox import (
 )
 from gdpo_verl.sandbox.cgroups import SlotCgroup
 from gdpo_verl.sandbox.host import processes_of
-from tests.unit.sandbox.leftovers import LIMITS
+from tests.sandbox.leftovers import LIMITS
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap runs on Linux only")
 
@@ -197,7 +197,7 @@ def test_not_as_root_the_sandbox_refuses_to_share_the_trainer_s_user_unless_told
         os.chmod(folder, 0o755)
         # the sandbox package alone, where that user can read it
         package = Path(folder) / "gdpo_verl"
-        shutil.copytree(Path(__file__).parents[3] / "gdpo_verl" / "sandbox", package / "sandbox",
+        shutil.copytree(Path(__file__).parents[2] / "gdpo_verl" / "sandbox", package / "sandbox",
                         ignore=shutil.ignore_patterns("__pycache__"))
         (package / "__init__.py").write_text("")
         for path in [package, *package.rglob("*")]:

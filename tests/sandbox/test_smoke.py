@@ -1,4 +1,4 @@
-"""The sandbox's smoke test, the one of tests/unit/sandbox in the quick tier (scripts/test.sh TIER=quick): the node's
+"""The sandbox's smoke test, the one of tests/sandbox in the quick tier (scripts/test.sh TIER=quick): the node's
 check passes and a program runs in the sandbox on its input. The rest of the folder starts many sandboxes (marker
 ``sandbox``, tests/conftest.py)."""
 

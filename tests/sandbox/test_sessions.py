@@ -21,7 +21,7 @@ from gdpo_verl.sandbox import (
     Limits,
     Sandbox,
 )
-from tests.unit.sandbox.leftovers import program_processes
+from tests.sandbox.leftovers import program_processes
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap runs on Linux only")
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from gdpo_verl.sandbox import Sandbox
-from tests.unit.sandbox.leftovers import LIMITS, MARK, program_processes
+from tests.sandbox.leftovers import LIMITS, MARK, program_processes
 
 
 @pytest.fixture(scope="module")

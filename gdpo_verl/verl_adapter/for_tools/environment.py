@@ -56,8 +56,8 @@ GEMM_FACTS = (
     "print('facts:', json.dumps(facts))\n"
 )
 CPU_RUN_GEMM = (
-    "the CPU training run supports it: its CPU pieces (gdpo_verl/verl_adapter/cpu_platform.py) compute every linear layer with "
-    "torch's linear and keep the weights, so verl's weight sync reloads them on any CPU"
+    "the CPU training run supports it: its CPU pieces (gdpo_verl/verl_adapter/for_cpu_run/cpu_platform.py) "
+    "compute every linear layer with torch's linear and keep the weights, so verl's weight sync reloads them on any CPU"
 )
 
 
@@ -118,7 +118,7 @@ RAY_CHECK_CHILD = (
     "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
     "    if os.getppid() != int(sys.argv[1]):\n"
     "        sys.exit('the doctor stopped before its Ray check started')\n"
-    "from gdpo_verl.verl_adapter.environment import ray_worker_resolution as r\n"
+    "from gdpo_verl.verl_adapter.for_tools.environment import ray_worker_resolution as r\n"
     "print(r())\n"
 )
 

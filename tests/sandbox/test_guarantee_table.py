@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gdpo_verl.sandbox.policy import ALLOWED, INTERPRETER
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 SANDBOX = ROOT / "gdpo_verl" / "sandbox"
 
 

@@ -29,7 +29,7 @@ from gdpo_verl.core.advantage import GdpoParts, gdpo_outcome_parts
 from gdpo_verl.core.checks import is_reward_value
 from gdpo_verl.core.corrgrpo import AUTHORS_NAME, ESTIMATOR as CORRGRPO, corrgrpo_outcome_parts
 from gdpo_verl.core.diagnostics import advantage_metrics
-from gdpo_verl.core.jsonl import NotRegularFile, iter_jsonl, open_regular
+from gdpo_verl.records.jsonl import NotRegularFile, iter_jsonl, open_regular
 from gdpo_verl.core.options import DEFAULTS, GDPO_ONLY, OPTIONS, RECORDED, checked, gdpo_options, unread
 from gdpo_verl.core.variants import weights_at
 

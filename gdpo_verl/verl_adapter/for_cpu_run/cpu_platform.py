@@ -2,7 +2,7 @@
 
 verl has no CPU platform, so this module adds one through verl's own extension points and is loaded in
 every process of the run (driver and Ray workers) by verl itself:
-``VERL_USE_EXTERNAL_MODULES=gdpo_verl.verl_adapter.cpu_platform``, and ``VERL_PLATFORM=cpu`` to select it.
+``VERL_USE_EXTERNAL_MODULES=gdpo_verl.verl_adapter.for_cpu_run.cpu_platform``, and ``VERL_PLATFORM=cpu`` to select it.
 Nothing here edits verl's files.
 
 - ``PlatformCPU``: a ``verl.plugin.platform`` platform for the CPU: device "cpu" (also as the device id, which

@@ -20,7 +20,7 @@ from gdpo_verl.sandbox import (
     TIMEOUT,
     bwrap_executable,
 )
-from tests.unit.sandbox.leftovers import LIMITS, MARK
+from tests.sandbox.leftovers import LIMITS, MARK
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap runs on Linux only")
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from gdpo_verl.core import records
+from gdpo_verl.records import steps as records
 from gdpo_verl.core.options import GdpoOptions
 from gdpo_verl.core import gdpo_outcome_parts
 from gdpo_verl.core.diagnostics import advantage_metrics
-from gdpo_verl.core.jsonl import read_jsonl
-from gdpo_verl.core.records import RECORD_FILE, SUPERSEDED_FILE, RecordWriter, load_steps, step_report
+from gdpo_verl.records.jsonl import read_jsonl
+from gdpo_verl.records.steps import RECORD_FILE, SUPERSEDED_FILE, RecordWriter, load_steps, step_report
 
 
 def test_a_record_round_trips_and_reports_the_live_metrics(tmp_path):
@@ -126,7 +126,7 @@ def run_python(code, *, timeout=60):
 APPEND = """
 import sys, torch
 from gdpo_verl.core import gdpo_outcome_parts
-from gdpo_verl.core.records import RecordWriter
+from gdpo_verl.records.steps import RecordWriter
 parts = gdpo_outcome_parts({"c": torch.tensor([1.0, 0.0, 1.0, 0.0])}, torch.ones(4), ["a", "a", "b", "b"])
 try:
     RecordWriter().append(sys.argv[1] if len(sys.argv) > 1 else %r, parts, ["a", "a", "b", "b"], 3)

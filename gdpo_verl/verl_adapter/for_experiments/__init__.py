@@ -1,0 +1,1 @@
+"""verl code the experiment scripts' library uses (``gdpo_verl.experiments``): ``generation``, vLLM generation."""
