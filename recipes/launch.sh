@@ -194,11 +194,13 @@ mini_batches_per_batch() {
     echo $((TRAIN_BATCH_SIZE / MINI_BATCH_SIZE))
 }
 
-# The actor (FSDP) and its loss as DLER's script sets them, the recipe the paper's math experiments follow; the coding
-# kit takes the same. math_length/common.sh and coding/common.sh declare these knobs with dler_actor_knobs, and add
-# the overrides shared_overrides leaves out with "${DLER_ACTOR_OVERRIDES[@]}" (dler_actor_overrides sets the array).
-# docs/math-length.md ("Where each default comes from") gives the source of each default.
-dler_actor_knobs() {
+# The actor (FSDP) and its loss, vLLM's rollout and the trainer's length as DLER's script sets them, the recipe the
+# paper's math experiments follow; the coding kit takes the same. math_length/common.sh and coding/common.sh declare
+# these knobs with dler_knobs (each its own TP first), and add the overrides shared_overrides leaves out with
+# "${DLER_OVERRIDES[@]}" (dler_overrides sets the array). docs/math-length.md ("Where each default comes from")
+# gives the source of each default.
+dler_knobs() {
+    # actor (FSDP) and its loss
     knob LR "1e-6"
     knob MINI_BATCH_SIZE "64"
     knob PPO_EPOCHS "1"
@@ -212,10 +214,20 @@ dler_actor_knobs() {
     knob ENTROPY_COEFF "0"                  # no entropy bonus: DLER's dler_slurm.sh sets 0 (the paper is silent)
     knob MAX_TOKENS_PER_GPU "18432"         # dynamic batch size: prompt + response tokens per GPU
     knob SP_SIZE "1"                        # Ulysses sequence parallelism for long responses
+    # rollout (vLLM)
+    knob ROLLOUT_N "16"
+    knob TEMPERATURE "1.0"
+    knob GPU_MEMORY_UTILIZATION "0.7"
+    # trainer
+    knob NNODES "1"
+    knob GPUS_PER_NODE "8"
+    knob TOTAL_STEPS "500"
+    knob SAVE_FREQ "50"
+    knob TEST_FREQ "50"
 }
 
-dler_actor_overrides() {
-    DLER_ACTOR_OVERRIDES=(
+dler_overrides() {
+    DLER_OVERRIDES=(
         "actor_rollout_ref.actor.ppo_epochs=${PPO_EPOCHS}"
         "actor_rollout_ref.actor.clip_ratio_low=${CLIP_LOW}"
         "actor_rollout_ref.actor.clip_ratio_high=${CLIP_HIGH}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,16 @@ def boolean(value: Any, what: str) -> bool:
         if isinstance(item, (bool, numbers.Integral)) and not isinstance(item, float):
             return boolean(item, what)
     raise ValueError(f"{what} must be true or false; got {shown(value)}.")
+
+
+def one_of(*choices: str) -> Callable[[Any, str], str]:
+    """The check of a choice: one of ``choices`` (strings), which it holds as ``check.choices``."""
+    def check(value: Any, what: str) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise ValueError(f"{what} must be one of {choices}; got {shown(value)}.")
+        return value
+    check.choices = choices
+    return check
 
 
 def is_number(value: Any) -> bool:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
-from gdpo_verl.core.checks import boolean, did_you_mean, finite_number, shown
+from gdpo_verl.core.checks import boolean, did_you_mean, finite_number, one_of, shown
 from gdpo_verl.core.conditions import Condition
 from gdpo_verl.core.reward_keys import reward_keys, reward_weights
 
@@ -71,15 +71,6 @@ class Option:
     def choices(self) -> tuple[str, ...] | None:
         """The values a choice takes (None for other options)."""
         return getattr(self.check, "choices", None)
-
-
-def one_of(*choices: str) -> Callable[[Any, str], str]:
-    def check(value: Any, what: str) -> str:
-        if not isinstance(value, str) or value not in choices:
-            raise ValueError(f"{what} must be one of {choices}; got {shown(value)}.")
-        return value
-    check.choices = choices
-    return check
 
 
 def fraction(why_at_most_1: str) -> Callable[[Any, str], float]:

@@ -53,23 +53,80 @@ from functools import partial
 from typing import Any
 
 from gdpo_verl.answers.where import THINK_MODES, answer_part
-from gdpo_verl.core.checks import finite_number, whole_number
+from gdpo_verl.core.checks import one_of, shown, whole_number
 from gdpo_verl.rewards.coding_outputs import UNREADABLE, call_passed, read_json, same_output
-from gdpo_verl.rewards.common import VERL_KWARGS, response_length
+from gdpo_verl.rewards.common import response_length
+from gdpo_verl.rewards.kwargs import WHERE, Kwarg, read, tokens, weight
 from gdpo_verl.rewards.needs import RewardNeeds
-from gdpo_verl.sandbox import MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox, Session
+from gdpo_verl.sandbox import ISOLATIONS, MODES, OK, TIMEOUT, UNAVAILABLE, Limits, Outcome, Sandbox, Session
 from gdpo_verl.sandbox.fusion import FUSION, SETTINGS, FusionSandbox, FusionSettings
 
 logger = logging.getLogger("gdpo_verl")
 
 OBJECTIVES = (2, 3)
+# The limits of each test case's run, options too: Limits (gdpo_verl/sandbox/limits.py) declares and checks them.
 LIMIT_OPTIONS = ("wall_s", "cpu_s", "memory_mb", "processes", "file_mb", "output_kb")
-OPTIONS = ("max_length", "objectives", "think", "pass_rate_weight", "length_weight", "no_bug_weight", "sandbox",
-           "python", "isolation", "slots", "stop_after_timeouts", *LIMIT_OPTIONS)
 SANDBOXES = (*MODES, FUSION)
 # Limits a Sandbox Fusion request has no field for (memory is verl's reward.sandbox_fusion.memory_limit_mb there).
 NOT_REMOTE = ("cpu_s", "memory_mb", "processes", "file_mb", "python", "isolation")
-WHERE = "reward.custom_reward_function.reward_kwargs"
+
+
+def _objectives(value: Any, what: str) -> int:
+    if value not in OBJECTIVES or isinstance(value, bool):
+        raise ValueError(f"{what} must be 2 (pass + length) or 3 (+ bug); got {shown(value)}.")
+    return int(value)
+
+
+def _sandbox_mode(value: Any, what: str) -> str:
+    if value not in SANDBOXES:
+        raise ValueError(f"{what} must be one of {SANDBOXES} ('none': limits without isolation, for trusted machines "
+                         f"only; 'fusion': a Sandbox Fusion server at {SETTINGS}.url); got {shown(value)}.")
+    return value
+
+
+def _path_or_none(value: Any, what: str) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ValueError(f"{what} must be the path of a python executable, or null; got {shown(value)}.")
+    return value
+
+
+def _settings_or_none(value: Any, what: str) -> Mapping | None:
+    if value is not None and not isinstance(value, Mapping):
+        raise ValueError(f"{what} must be verl's reward.sandbox_fusion settings, or null; got {shown(value)}.")
+    return value
+
+
+def _slots_or_none(value: Any, what: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{what} must be a whole number of test cases run at once, 1 or more (or null: this reward "
+                         f"worker's share of the node's cores); got {shown(value)}.")
+    return value
+
+
+# The options (reward.custom_reward_function.reward_kwargs), each with its default, check and meaning; the limits of
+# a test case's run (LIMIT_OPTIONS) are options too.
+KWARGS = {
+    "max_length": Kwarg(4000, tokens, "the token budget of the length reward (the paper: 4000)."),
+    "objectives": Kwarg(3, _objectives, "2: pass_rate and length; 3: and no_bug (the paper's two settings)."),
+    "think": Kwarg("required", one_of(*THINK_MODES), "where the answer part begins, as for the math reward."),
+    "pass_rate_weight": Kwarg(1.0, weight, "the weight of pass_rate in score; the recipes pass the weights of "
+                                           "algorithm.gdpo_reward_weights here too."),
+    "length_weight": Kwarg(1.0, weight, "the weight of length in score."),
+    "no_bug_weight": Kwarg(1.0, weight, "the weight of no_bug in score (objectives=3)."),
+    "sandbox": Kwarg("local", _sandbox_mode, "where programs run: local (bubblewrap), none (limits only: trusted "
+                                             "machines) or fusion (a Sandbox Fusion server)."),
+    "python": Kwarg(None, _path_or_none, "the python that runs the programs (null: the sandbox's default)."),
+    "sandbox_fusion": Kwarg(None, _settings_or_none, "verl's reward.sandbox_fusion settings (url, max_concurrent, "
+                                                     "memory_limit_mb) for sandbox=fusion; the gdpo_verl reward "
+                                                     "manager passes them from the config."),
+    "isolation": Kwarg("strict", one_of(*ISOLATIONS), "strict: a user id and a cgroup per slot (root and a "
+                                                      "writable cgroup); relaxed: without them (docs/coding.md)."),
+    "slots": Kwarg(None, _slots_or_none, "test cases run at once by a reward worker (null: its share of the "
+                                         "node's cores)."),
+    "stop_after_timeouts": Kwarg(1, lambda value, what: whole_number(value, f"{what} (0: never stop)", minimum=0),
+                                 "once this many of a response's test cases ran out of time, its test cases not "
+                                 "yet started are not run and fail (0: run all)."),
+}
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
@@ -126,19 +183,22 @@ class CodingReward:
             if isinstance(runner, Sandbox):
                 runner.close()
 
-    def prepare(self, sandbox: str = "local", python: str | None = None, sandbox_fusion: Any = None,
-                slots: int | None = None, **options: Any) -> None:
+    def prepare(self, **kwargs: Any) -> None:
         """Make and check the sandbox that calls with these reward_kwargs will use (the "gdpo_verl" reward manager
         does it when it starts, before any program runs, with ``slots`` its share of the node's cores unless the
         kwargs set it); raises ``SandboxUnavailable`` naming the problem."""
-        if slots is not None:
-            if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
-                raise ValueError(f"{WHERE}.slots must be a whole number of test cases run at once, 1 or more (or "
-                                 f"null: this reward worker's share of the node's cores); got {slots!r}.")
-            self.workers = slots
+        options = read(KWARGS, kwargs, more=LIMIT_OPTIONS)
+        if options["slots"] is not None:
+            self.workers = options["slots"]
+        self._sandbox_of(options, kwargs)
+
+    def _sandbox_of(self, options: Mapping[str, Any],
+                    given: Mapping[str, Any]) -> tuple[Sandbox | FusionSandbox, ThreadPoolExecutor]:
+        """The sandbox of the options ``read`` gave from the call's ``given`` keyword arguments."""
         limits = Limits(**{name: options[name] for name in LIMIT_OPTIONS if name in options})
-        self.sandbox(sandbox, python, limits, sandbox_fusion, given=set(options) | ({"python"} if python else set()),
-                     isolation=options.get("isolation", "strict"))
+        explicit = {name for name, value in given.items() if name != "python" or value}
+        return self._sandbox(options["sandbox"], options["python"], limits, options["sandbox_fusion"], explicit,
+                             options["isolation"])
 
     def sandbox(self, mode: str = "local", python: str | None = None, limits: Limits | None = None,
                 sandbox_fusion: Any = None, given: set[str] = frozenset(),
@@ -150,10 +210,7 @@ class CodingReward:
 
     def _sandbox(self, mode: str, python: str | None, limits: Limits | None, sandbox_fusion: Any,
                  given: set[str], isolation: str = "strict") -> tuple[Sandbox | FusionSandbox, ThreadPoolExecutor]:
-        if mode not in SANDBOXES:
-            raise ValueError(f"{WHERE}.sandbox must be one of {SANDBOXES} ('none': limits without isolation, for "
-                             f"trusted machines only; 'fusion': a Sandbox Fusion server at {SETTINGS}.url); got "
-                             f"{mode!r}.")
+        _sandbox_mode(mode, f"{WHERE}.sandbox")
         fusion = None
         if mode == FUSION:
             if sandbox_fusion is None:
@@ -185,48 +242,24 @@ class CodingReward:
         solution_str: str,
         ground_truth: Any,
         extra_info: dict | None = None,
-        max_length: int = 4000,
-        objectives: int = 3,
-        think: str = "required",
-        pass_rate_weight: float = 1.0,
-        length_weight: float = 1.0,
-        no_bug_weight: float = 1.0,
-        sandbox: str = "local",
-        python: str | None = None,
-        sandbox_fusion: Any = None,
-        stop_after_timeouts: int = 1,
         **kwargs: Any,
     ) -> dict[str, float]:
-        """Score one response; see the module docstring for the keys and ``Limits`` for ``wall_s``, ``cpu_s``,
-        ``memory_mb``, ``processes``, ``file_mb`` and ``output_kb`` (per test case run). ``sandbox_fusion``: verl's
-        ``reward.sandbox_fusion`` settings (url, max_concurrent, memory_limit_mb) for ``sandbox="fusion"``; the
-        "gdpo_verl" reward manager passes them from the config. ``stop_after_timeouts``: once this many of the
-        response's test cases ran out of time, its test cases not yet started are not run and fail (0: run all)."""
-        where = WHERE
-        unknown = sorted(set(kwargs) - set(VERL_KWARGS) - set(LIMIT_OPTIONS) - {"isolation", "slots"})
-        if unknown:
-            raise ValueError(f"unknown {where} {unknown}; the options are {', '.join(OPTIONS)}.")
-        whole_number(max_length, f"{where}.max_length (tokens)", minimum=1)
-        whole_number(stop_after_timeouts, f"{where}.stop_after_timeouts (0: never stop)", minimum=0)
-        if objectives not in OBJECTIVES or isinstance(objectives, bool):
-            raise ValueError(f"{where}.objectives must be 2 (pass + length) or 3 (+ bug); got {objectives!r}.")
-        if think not in THINK_MODES:
-            raise ValueError(f"{where}.think must be one of {THINK_MODES}; got {think!r}.")
-        weights = [finite_number(value, f"{where}.{name}") for name, value in (
-            ("pass_rate_weight", pass_rate_weight), ("length_weight", length_weight), ("no_bug_weight", no_bug_weight))]
-        limits = Limits(**{name: value for name, value in kwargs.items() if name in LIMIT_OPTIONS})
+        """Score one response; see the module docstring for the keys, ``KWARGS`` for the options and ``Limits`` for
+        ``wall_s``, ``cpu_s``, ``memory_mb``, ``processes``, ``file_mb`` and ``output_kb`` (per test case run)."""
+        options = read(KWARGS, kwargs, more=LIMIT_OPTIONS)
+        max_length, objectives = options["max_length"], options["objectives"]
+        weights = [options["pass_rate_weight"], options["length_weight"], options["no_bug_weight"]]
         tokens = response_length(extra_info)
         cases = parse_tests(ground_truth)
-        runner, pool = self._sandbox(sandbox, python, limits, sandbox_fusion,
-                                     set(kwargs) | ({"python"} if python else set()), kwargs.get("isolation", "strict"))
-        code = extract_code(solution_str, think)
+        runner, pool = self._sandbox_of(options, kwargs)
+        code = extract_code(solution_str, options["think"])
 
         result = {"response_length": float(tokens), "test_cases": float(len(cases.inputs)),
                   "code_found": float(code is not None), "tests_not_run": 0.0}
         if code is None:
             return _scored(result, passed=0, clean=False, timeouts=0, short=tokens <= max_length,
                            weights=weights, objectives=objectives)
-        stop = _Stop(stop_after_timeouts)
+        stop = _Stop(options["stop_after_timeouts"])
         program = code if cases.fn_name is None else f"open('solution.py', 'w').write({code!r})\n{_CALL_HARNESS}"
         if isinstance(runner, Sandbox):
             ran = _run_in_sessions(runner, pool, program, cases, stop)
@@ -431,4 +464,4 @@ compute_score.reward_class = CodingReward  # read by gdpo_verl.verl_adapter.rewa
 compute_score.needs = RewardNeeds(
     returns=("pass_rate", "length", "no_bug", "response_length", "test_cases", "code_found", "tests_not_run",
              "tests_passed", "timeouts", "verify_failed"),
-    weights_in_score=True, node_check=check_node)
+    weights_in_score=True, node_check=check_node, options=partial(read, KWARGS, more=LIMIT_OPTIONS))

@@ -32,6 +32,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from gdpo_verl.rewards.common import VERL_KWARGS
 from gdpo_verl.rewards.needs import RewardNeeds
 
 TASK = "copy the prompt's number into \\boxed{}, open with </think>, use at most 6 tokens (rewards: correct, short, format)"
@@ -98,7 +99,7 @@ def _read(solution_str: str, ground_truth: Any, extra_info: dict | None, max_len
     """(the last ``\\boxed{}`` holds ``ground_truth``, at most ``max_length`` tokens, opens with ``</think>``)."""
     from gdpo_verl.core.checks import whole_number  # here: the study's request check runs without numpy
 
-    if kwargs.keys() - {"reward_router_address", "reward_model_tokenizer"}:
+    if kwargs.keys() - set(VERL_KWARGS):
         raise ValueError(f"unknown reward_kwargs {sorted(kwargs)}; the learning study's reward takes max_length only.")
     whole_number(max_length, "reward_kwargs.max_length (tokens)", minimum=1)
     response_length = (extra_info or {}).get("response_length")

@@ -54,17 +54,39 @@ import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from gdpo_verl.answers.checker import AnswerChecker, Deadline, Verdict
 from gdpo_verl.answers.value import Unreadable
 from gdpo_verl.answers.where import THINK_MODES, answer_parts, final_answers
-from gdpo_verl.core.checks import boolean, finite_number, whole_number
-from gdpo_verl.rewards.common import VERL_KWARGS, response_length
+from gdpo_verl.core.checks import boolean, one_of
+from gdpo_verl.rewards.common import response_length
+from gdpo_verl.rewards.kwargs import Kwarg, read, seconds, tokens, weight
 from gdpo_verl.rewards.needs import RewardNeeds
 
 logger = logging.getLogger("gdpo_verl")
 
+
+# The options (reward.custom_reward_function.reward_kwargs), each with its default, check and meaning.
+KWARGS = {
+    "max_length": Kwarg(4000, tokens, "the token budget l of the length reward (the paper: 4000)."),
+    "conditioned": Kwarg(False, boolean, "pay the length reward only to correct responses (the paper's R~_length)."),
+    "think": Kwarg("required", one_of(*THINK_MODES),
+                   "'required' for reasoning models whose response is 'reasoning </think> answer' (DeepSeek-R1 "
+                   "distills): a response without '</think>' was cut off inside its reasoning and is not correct. "
+                   "'none' for models that answer directly (Qwen3-4B-Instruct): the whole response is the answer."),
+    "timeout_s": Kwarg(2.0, seconds,
+                       "the longest one call may take: waiting for a busy checker process and every check of the "
+                       "response together (what is not checked by then is counted in verify_failed). A checker "
+                       "process's start (a fresh reward's, or a replacement's after a timeout) is not counted: a "
+                       "call waits for it on top, each start bounded on its own by checker.STARTUP_TIMEOUT_S."),
+    "correct_weight": Kwarg(1.0, weight,
+                            "the weight of correct in score. The recipes pass the weights of "
+                            "algorithm.gdpo_reward_weights here too, so that GRPO, dynamic sampling and GDPO all see "
+                            "the same weighted objective (gdpo-verl refuses a config where the two differ)."),
+    "length_weight": Kwarg(1.0, weight, "the weight of length in score (as correct_weight)."),
+}
 
 # Ground truths that are a float NaN or infinity written as text (pandas and Python write them so): a data error.
 _NOT_A_NUMBER = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
@@ -108,41 +130,13 @@ class MathLengthReward:
         solution_str: str,
         ground_truth: Any,
         extra_info: dict | None = None,
-        max_length: int = 4000,
-        conditioned: bool = False,
-        think: str = "required",
-        timeout_s: float = 2.0,
-        correct_weight: float = 1.0,
-        length_weight: float = 1.0,
         **kwargs: Any,
     ) -> dict[str, float]:
-        """Score one response; see the module docstring for the returned keys.
-
-        Args:
-            max_length: the token budget l of the length reward (the paper: 4000).
-            conditioned: pay the length reward only to correct responses (the paper's R~_length).
-            think: ``"required"`` for reasoning models whose response is ``reasoning </think> answer``
-                (DeepSeek-R1 distills): a response without ``</think>`` was cut off inside its reasoning and is
-                not correct. ``"none"`` for models that answer directly (Qwen3-4B-Instruct): the whole response
-                is the answer part.
-            timeout_s: the longest one call may take: waiting for a busy checker process and every check of the
-                response together (what is not checked by then is counted in ``verify_failed``). A checker
-                process's start (a fresh reward's, or a replacement's after a timeout) is not counted: a call
-                waits for it on top, each start bounded on its own by ``checker.STARTUP_TIMEOUT_S``.
-            correct_weight, length_weight: the weights of ``score``. The recipes pass the weights of
-                ``algorithm.gdpo_reward_weights`` here too, so that GRPO, dynamic sampling and GDPO all see the
-                same weighted objective (gdpo-verl refuses a config where the two differ).
-        """
-        unknown = sorted(set(kwargs) - set(VERL_KWARGS))
-        if unknown:
-            raise ValueError(
-                f"unknown reward.custom_reward_function.reward_kwargs {unknown}; the options are max_length, "
-                "conditioned, think, timeout_s, correct_weight and length_weight."
-            )
-        _check_options(max_length, conditioned, think, timeout_s)
-        weights = (finite_number(correct_weight, "reward.custom_reward_function.reward_kwargs.correct_weight"),
-                   finite_number(length_weight, "reward.custom_reward_function.reward_kwargs.length_weight"))
-        deadline = Deadline.after(timeout_s)  # the checks and waits for a busy checker; not a checker's start
+        """Score one response; see the module docstring for the returned keys, and ``KWARGS`` for the options."""
+        options = read(KWARGS, kwargs)
+        max_length, conditioned, think = options["max_length"], options["conditioned"], options["think"]
+        # the checks and waits for a busy checker; not a checker's start
+        deadline = Deadline.after(options["timeout_s"])
         tokens = response_length(extra_info)
         truth = parse_ground_truth(ground_truth)
         verdict, found = Verdict(False), True
@@ -168,7 +162,7 @@ class MathLengthReward:
         short = float(tokens <= max_length)
         length = short * correct if conditioned else short
         return {
-            "score": weights[0] * correct + weights[1] * length,
+            "score": options["correct_weight"] * correct + options["length_weight"] * length,
             "correct": correct,
             "length": length,
             "short": short,
@@ -246,6 +240,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
 
 compute_score.reward_class = MathLengthReward  # read by gdpo_verl.verl_adapter.reward_manager
 compute_score.needs = RewardNeeds(  # score = correct_weight * correct + length_weight * length
+    options=partial(read, KWARGS),
     returns=("correct", "length", "short", "response_length", "answer_found", "hedged", "verify_failed"),
     weights_in_score=True)
 
@@ -329,12 +324,3 @@ def _any_true(checker: AnswerChecker, golds: tuple[str, ...], boxes: list[str], 
         elif verdict.hedged:
             hedged = hedged or verdict
     return undecided or hedged or Verdict(False)
-
-
-def _check_options(max_length: Any, conditioned: Any, think: Any, timeout_s: Any) -> None:
-    where = "reward.custom_reward_function.reward_kwargs"
-    whole_number(max_length, f"{where}.max_length (tokens)", minimum=1)
-    boolean(conditioned, f"{where}.conditioned")
-    if think not in THINK_MODES:
-        raise ValueError(f"{where}.think must be one of {THINK_MODES}; got {think!r}.")
-    finite_number(timeout_s, f"{where}.timeout_s (seconds)", above=0)

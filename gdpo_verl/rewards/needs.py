@@ -13,7 +13,7 @@ the run before Ray starts (without it, at the first response scored)::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +26,13 @@ class RewardNeeds:
             component does not apply to). The config check refuses a reward key that is not among them, naming the
             closest; ``()``: not declared (such a key then stops the run at the first response scored).
         weights_in_score: its summed ``score`` (what GRPO and dynamic sampling train on) weighs each component by
-            a ``<component>_weight`` reward_kwarg, which must then equal the component's weight in
-            ``algorithm.gdpo_reward_weights``: the config check refuses weights that differ.
+            a ``<component>_weight`` reward_kwarg (1.0 when not given, unless ``options`` says otherwise), which must
+            then equal the component's weight in ``algorithm.gdpo_reward_weights``: the config check refuses weights
+            that differ.
+        options: reads the reward_kwargs as a call reads them and returns every option's value, raising ValueError
+            naming an unknown or bad one (gdpo-verl's rewards: ``rewards.kwargs.read`` on their declared
+            ``KWARGS``). The config check runs it before Ray starts, so that a misspelled option stops the run
+            there rather than at the first response scored, and reads the score's weights from what it returns.
         node_check: it runs model-written programs in gdpo-verl's sandbox. Called with the reward_kwargs (verl's
             ``reward.sandbox_fusion`` settings among them as ``sandbox_fusion``, the only way a reward learns
             them) on the driver's node before Ray starts and on every Ray node before training, it raises what
@@ -39,6 +44,7 @@ class RewardNeeds:
     returns: tuple[str, ...] = ()
     weights_in_score: bool = False
     node_check: Callable[..., Any] | None = None
+    options: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.returns, str) or not isinstance(self.returns, (tuple, list)) \

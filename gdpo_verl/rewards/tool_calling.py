@@ -42,20 +42,37 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from gdpo_verl.core.checks import boolean, finite_number
+from gdpo_verl.core.checks import boolean, finite_number, one_of
+from gdpo_verl.rewards.kwargs import Kwarg, read, weight
 from gdpo_verl.rewards.needs import RewardNeeds
 from gdpo_verl.rewards.tool_values import CallComparison, parameter_types
 
 # Longer responses are not parsed (a 1024-token response is far shorter): format 0, correctness the minimum.
 MAX_RESPONSE_CHARS = 100_000
 
-# What verl's reward managers themselves pass besides the reward_kwargs; anything else is a misspelled option.
-VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
-
 # How a predicted value is compared with the gold one (the module docstring).
 VALUE_RULES = ("bfcl", "toolrl")
+
+# The options (reward.custom_reward_function.reward_kwargs), each with its default, check and meaning.
+KWARGS = {
+    "correct_scale": Kwarg(3.0, lambda value, what: finite_number(value, what, above=0),
+                           "correctness lies in [-correct_scale, correct_scale] (the paper: 3; ToolRL's CORRECTMAX1 "
+                           "variant: 1)."),
+    "format_weight": Kwarg(1.0, weight, "the weight of format in score; the recipes pass the same values to "
+                                        "algorithm.gdpo_reward_weights, so that every estimator trains on the same "
+                                        "weighted objective."),
+    "correct_weight": Kwarg(1.0, weight, "the weight of correct in score (as format_weight)."),
+    "strict_names": Kwarg(False, boolean, "a name or parameter-name list scores only when it equals the expected one "
+                                          "exactly (ToolRL's REFINEDREWARD variant); default: partial overlap "
+                                          "scores."),
+    "all_or_nothing": Kwarg(False, boolean, "correctness is the maximum for exactly the expected calls, else the "
+                                            "minimum (ToolRL's COARSEREWARD variant)."),
+    "value_rule": Kwarg("bfcl", one_of(*VALUE_RULES), "'bfcl' (values typed as BFCL's checker types them) or "
+                                                       "'toolrl' (Python ==)."),
+}
 
 # End-of-turn markers a response may carry when decoded with special tokens (Qwen, Llama).
 END_MARKERS = ("<|im_end|>", "<|eot_id|>", "<|endoftext|>")
@@ -78,12 +95,6 @@ def compute_score(
     solution_str: str,
     ground_truth: Any,
     extra_info: dict | None = None,
-    correct_scale: float = 3.0,
-    format_weight: float = 1.0,
-    correct_weight: float = 1.0,
-    strict_names: bool = False,
-    all_or_nothing: bool = False,
-    value_rule: str = "bfcl",
     **kwargs: Any,
 ) -> dict[str, float]:
     """Score one response; see the module docstring for the rules and the returned keys.
@@ -92,29 +103,11 @@ def compute_score(
         ground_truth: ToolRL's string (``<think>..</think>\\n<tool_call>\\n{json}\\n...\\n</tool_call>`` and/or
             ``<response>...</response>``), or the structured form ``{"tool_calls": [...] | None,
             "response": str | None}`` (a mapping, or that mapping as a JSON string).
-        correct_scale: correctness lies in ``[-correct_scale, correct_scale]`` (the paper: 3; ToolRL's
-            ``CORRECTMAX1`` variant: 1).
-        format_weight, correct_weight: the weights of ``score``; the recipes pass the same values to
-            ``algorithm.gdpo_reward_weights``, so that every estimator trains on the same weighted objective.
-        strict_names: a name or parameter-name list scores only when it equals the expected one exactly
-            (ToolRL's ``REFINEDREWARD`` variant); default: partial overlap scores.
-        all_or_nothing: correctness is the maximum for exactly the expected calls, else the minimum
-            (ToolRL's ``COARSEREWARD`` variant).
-        value_rule: ``"bfcl"`` (values typed as BFCL's checker types them) or ``"toolrl"`` (Python ``==``).
+        kwargs: the options, ``KWARGS``.
     """
-    unknown = sorted(set(kwargs) - set(VERL_KWARGS))
-    if unknown:
-        raise ValueError(
-            f"unknown reward.custom_reward_function.reward_kwargs {unknown}; the options are correct_scale, "
-            "format_weight, correct_weight, strict_names, all_or_nothing and value_rule."
-        )
-    where = "reward.custom_reward_function.reward_kwargs"
-    scale = finite_number(correct_scale, f"{where}.correct_scale", above=0)
-    weights = (finite_number(format_weight, f"{where}.format_weight"), finite_number(correct_weight, f"{where}.correct_weight"))
-    boolean(strict_names, f"{where}.strict_names")
-    boolean(all_or_nothing, f"{where}.all_or_nothing")
-    if value_rule not in VALUE_RULES:
-        raise ValueError(f"{where}.value_rule must be one of {list(VALUE_RULES)}; got {value_rule!r}.")
+    options = read(KWARGS, kwargs)
+    scale, value_rule = options["correct_scale"], options["value_rule"]
+    weights = (options["format_weight"], options["correct_weight"])
     truth = parse_ground_truth(ground_truth)
     same = CallComparison(value_rule, parameter_types(extra_info) if value_rule == "bfcl" else {})
     response = _strip(solution_str)
@@ -128,7 +121,8 @@ def compute_score(
         correct, exact = -scale, False
     else:
         exact = same.calls(truth.calls, calls)
-        fraction = float(exact) if all_or_nothing else call_match(truth.calls, calls, strict_names, same)
+        fraction = (float(exact) if options["all_or_nothing"]
+                    else call_match(truth.calls, calls, options["strict_names"], same))
         correct = -scale + 2 * scale * fraction
     format_score = float(format_ok)
     return {
@@ -142,6 +136,7 @@ def compute_score(
 
 
 compute_score.needs = RewardNeeds(  # score = format_weight * format + correct_weight * correct
+    options=partial(read, KWARGS),
     returns=("format", "correct", "tool_call_expected", "tool_call_parsed", "exact_match"), weights_in_score=True)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from gdpo_verl.rewards.needs import RewardNeeds
@@ -139,6 +140,13 @@ def reward_function(config: Any) -> Any:
     """``reward.custom_reward_function``, or None."""
     reward = config_value(config, "reward")
     return config_value(reward, "custom_reward_function") if reward is not None else None
+
+
+def reward_options(config: Any) -> Mapping[str, Any] | None:
+    """The reward's options as it reads them from its reward_kwargs (its declared ``options``, ``RewardNeeds``),
+    checked here before Ray starts: ValueError naming an unknown or bad one. None for a reward that declares none."""
+    read = reward_needs(config).options
+    return None if read is None else read(_with_sandbox_fusion(config))
 
 
 def check_reward_on_this_node(config: Any) -> None:

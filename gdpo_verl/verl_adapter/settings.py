@@ -29,7 +29,9 @@ from gdpo_verl.core.options import (
 from gdpo_verl.core.reward_keys import weights_for
 from gdpo_verl.core.variants import WeightSchedule, weights_at
 from gdpo_verl.verl_adapter.components import TOKEN_LEVEL_PREFIX
-from gdpo_verl.verl_adapter.reward_config import check_reward_on_this_node, reward_function, reward_needs
+from gdpo_verl.verl_adapter.reward_config import (
+    check_reward_on_this_node, reward_function, reward_needs, reward_options,
+)
 from gdpo_verl.verl_adapter.reward_config import config_value as _get
 from gdpo_verl.verl_adapter.names import CORRGRPO_NAMES, ESTIMATOR_NAME, OUR_ESTIMATORS
 
@@ -220,7 +222,8 @@ def check_config(config: Any) -> GdpoSettings | None:
         )
     if settings is not None or observed is not None:
         _check_declared_returns(config, settings or observed)
-        _check_score_weights(config, settings or observed)
+        options = reward_options(config)  # the reward's own options, checked as its calls will check them
+        _check_score_weights(config, settings or observed, options)
         _log_negative_weights(settings or observed)
     if settings is not None and settings.dump_dir is not None:
         check_dump_dir(settings.dump_dir)
@@ -338,15 +341,17 @@ def _check_declared_returns(config: Any, settings: GdpoSettings) -> None:
         )
 
 
-def _check_score_weights(config: Any, settings: GdpoSettings) -> None:
+def _check_score_weights(config: Any, settings: GdpoSettings, options: Mapping[str, Any] | None) -> None:
     """GDPO's weights and the weights in the summed ``score`` (what GRPO and dynamic sampling use) must agree
     for a reward whose score takes them (``RewardNeeds.weights_in_score``): a weight given to one and not the other
-    would go unnoticed."""
+    would go unnoticed. ``options``: the reward's options as it reads them (their declared defaults), else None
+    (a ``<key>_weight`` not given is then 1.0)."""
     if not reward_needs(config).weights_in_score:
         return
-    kwargs = _get(reward_function(config), "reward_kwargs") or {}
+    given = options if options is not None else _get(reward_function(config), "reward_kwargs") or {}
     in_score = {
-        key: finite_number(_get(kwargs, f"{key}_weight", 1.0), f"reward.custom_reward_function.reward_kwargs.{key}_weight")
+        key: finite_number(_get(given, f"{key}_weight", 1.0),
+                           f"reward.custom_reward_function.reward_kwargs.{key}_weight")
         for key in settings.reward_keys
     }
     # A scheduled weight changes with the step, the summed score's does not: nothing to compare (dynamic sampling on

@@ -35,27 +35,16 @@ knob FILTER_GROUPS "True"               # DAPO dynamic sampling on the summed sc
 knob FILTER_METRIC "score"
 knob BATCH_NORM "token"
 
-# Actor (FSDP) and its loss: DLER's (../launch.sh)
-dler_actor_knobs
-
-# Rollout (vLLM)
-knob ROLLOUT_N "16"
-knob TEMPERATURE "1.0"
+# The actor (FSDP) and its loss, vLLM's rollout and the trainer's length: DLER's, as the math kit has them
+# (dler_knobs, ../launch.sh); the rollout's tensor parallelism and the project are this kit's
 knob TP "2"
-knob GPU_MEMORY_UTILIZATION "0.7"
-
-# Trainer
-knob NNODES "1"
-knob GPUS_PER_NODE "8"
-knob TOTAL_STEPS "500"
-knob SAVE_FREQ "50"
-knob TEST_FREQ "50"
+dler_knobs
 knob PROJECT "gdpo_coding"
 knob DUMP_DIR "null"
 
 coding_overrides() {
     shared_overrides
-    dler_actor_overrides
+    dler_overrides
     local keys="[pass_rate,length]" weights="[${PASS_WEIGHT},${LENGTH_WEIGHT}]"
     if [ "$OBJECTIVES" = 3 ]; then
         keys="[pass_rate,length,no_bug]" weights="[${PASS_WEIGHT},${LENGTH_WEIGHT},${BUG_WEIGHT}]"
@@ -69,7 +58,7 @@ coding_overrides() {
         "algorithm.filter_groups.metric=${FILTER_METRIC}"
         "data.train_files=${TRAIN_FILE}"
         "data.val_files=${VAL_FILE}"
-        "${DLER_ACTOR_OVERRIDES[@]}"
+        "${DLER_OVERRIDES[@]}"
         "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.coding"
         "+reward.custom_reward_function.reward_kwargs.objectives=${OBJECTIVES}"
         "+reward.custom_reward_function.reward_kwargs.max_length=${MAX_LENGTH}"

@@ -26,21 +26,10 @@ knob FILTER_GROUPS "True"               # DAPO dynamic sampling (verl's V1 train
 knob FILTER_METRIC "score"              # the paper: the summed reward; gdpo_signature: any reward varies
 knob BATCH_NORM "token"
 
-# Actor (FSDP) and its loss: DLER's (../launch.sh)
-dler_actor_knobs
-
-# Rollout (vLLM)
-knob ROLLOUT_N "16"
-knob TEMPERATURE "1.0"
+# The actor (FSDP) and its loss, vLLM's rollout and the trainer's length: DLER's, as the math kit has them
+# (dler_knobs, ../launch.sh); the rollout's tensor parallelism and the project are this kit's
 knob TP "1"
-knob GPU_MEMORY_UTILIZATION "0.7"
-
-# Trainer
-knob NNODES "1"
-knob GPUS_PER_NODE "8"
-knob TOTAL_STEPS "500"
-knob SAVE_FREQ "50"
-knob TEST_FREQ "50"
+dler_knobs
 knob PROJECT "gdpo_math_length"
 knob DUMP_DIR "null"                    # a directory: per-step GDPO records for gdpo-verl inspect
 
@@ -48,7 +37,7 @@ knob DUMP_DIR "null"                    # a directory: per-step GDPO records for
 # ../launch.sh, then the math experiment's own).
 math_length_overrides() {
     shared_overrides
-    dler_actor_overrides
+    dler_overrides
     MATH_LENGTH=(
         "${SHARED_OVERRIDES[@]}"
         "algorithm.adv_estimator=${ESTIMATOR}"
@@ -58,7 +47,7 @@ math_length_overrides() {
         "algorithm.filter_groups.metric=${FILTER_METRIC}"
         "data.train_files=${TRAIN_FILE}"
         "data.val_files=${VAL_FILES}"
-        "${DLER_ACTOR_OVERRIDES[@]}"
+        "${DLER_OVERRIDES[@]}"
         "reward.custom_reward_function.path=pkg://gdpo_verl.rewards.math_length"
         "+reward.custom_reward_function.reward_kwargs.max_length=${MAX_LENGTH}"
         "+reward.custom_reward_function.reward_kwargs.conditioned=${CONDITIONED}"

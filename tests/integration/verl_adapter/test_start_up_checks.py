@@ -33,6 +33,13 @@ ERRORS = [
     (["+algorithm.gdpo.epsilon=0.1"], r"unknown option\(s\) algorithm\.gdpo\.epsilon \(did you mean 'eps'\?\)"),
     (["+algorithm.gdpo_reward_weight=[1,1]"], r"unknown GDPO key\(s\) algorithm\.gdpo_reward_weight \(did you mean 'gdpo_reward_weights'\?\)"),
     (["algorithm.use_kl_in_reward=true"], r"use_kl_in_reward=True is not supported.*actor_rollout_ref\.actor\.use_kl_loss"),
+    # the reward's own options, read as its calls read them (compute_score.needs.options)
+    (["reward.custom_reward_function.path=pkg://gdpo_verl.rewards.math_length",
+      "+reward.custom_reward_function.reward_kwargs.max_lenght=3000"],
+     r"reward_kwargs \['max_lenght'\] \(did you mean 'max_length' for 'max_lenght'\?\); the options are max_length"),
+    (["reward.custom_reward_function.path=pkg://gdpo_verl.rewards.tool_calling",
+      "algorithm.gdpo_reward_keys=[format,correct]", "+reward.custom_reward_function.reward_kwargs.strict_names=yes"],
+     r"reward_kwargs\.strict_names must be true or false; got 'yes'"),
     (["algorithm.adv_estimator=grpo", "algorithm.gdpo_reward_weights=[1.0]"], r"has 1 value\(s\) \[1\.0\]"),
     (
         ["algorithm.adv_estimator=grpo", "algorithm.gdpo.dump_dir=/tmp/records"],

@@ -2,6 +2,7 @@
 hostile model output: a score every time, never an exception, in bounded time."""
 
 import json
+import re
 import time
 
 import pytest
@@ -185,12 +186,14 @@ def test_all_or_nothing_gives_the_maximum_or_the_minimum():
         ({"strict_names": "yes"}, "strict_names must be true or false"),
         ({"all_or_nothing": 2}, "all_or_nothing must be true or false"),
         ({"format_weight": float("nan")}, "format_weight must be a finite number"),
-        ({"value_rule": "python"}, "value_rule must be one of ['bfcl', 'toolrl']; got 'python'"),
+        ({"value_rule": "python"}, "value_rule must be one of ('bfcl', 'toolrl'); got 'python'"),
         ({"scale": 3}, "unknown reward.custom_reward_function.reward_kwargs ['scale']"),
+        ({"strict_name": True}, "['strict_name'] (did you mean 'strict_names' for 'strict_name'?); the options are "
+                                "correct_scale, format_weight"),
     ],
 )
 def test_bad_options_are_refused_with_their_name(options, message):
-    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         score("<think>a</think>", truth(NEWS), **options)
 
 
