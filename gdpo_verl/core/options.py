@@ -272,7 +272,7 @@ def _check_fields(self: Any) -> None:
 
 
 GdpoOptions = make_dataclass(
-    "GdpoOptions", [(name, Any, field(default=OPTIONS[name].default)) for name in COMPUTED], frozen=True,
+    "GdpoOptions", [(name, Any, field(default=OPTIONS[name].default)) for name in COMPUTED], frozen=True, kw_only=True,
     namespace={"__post_init__": _check_fields, "__module__": __name__, "__doc__": """\
 How a GDPO computation normalizes: a field for each option that ``computes`` (``COMPUTED``), with the default,
 check and meaning declared in ``OPTIONS``; each value checked on creation (ValueError naming the option)."""},

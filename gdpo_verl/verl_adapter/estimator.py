@@ -7,6 +7,20 @@ step, the trainer's global step and, under the V1 trainer, what the stage fetche
 estimator reads them there, computes (``gdpo_step``: one path, single- or multi-output sessions alike), and
 leaves the step's ``gdpo/`` metrics on the same ``Step`` for the hook to log; ``observe`` does the same when
 another estimator trains.
+
+Where a reward's components enter GDPO, in order:
+
+1. the reward's ``compute_score`` returns a dict, a number per component (``gdpo_verl/rewards/``, or yours);
+2. the reward manager keeps every key of it in ``reward_extra_info`` (verl's, or ``reward_manager.py``'s, which
+   also pads per-token components); in verl's reward loop ``components.require_components`` stops the run at the
+   first response whose dict lacks a listed key (``trainer_hooks``);
+3. verl stores them per response: in the batch's ``non_tensor_batch`` (legacy trainer), or per sample in
+   TransferQueue (V1 trainer), which ``transfer_queue.fetch_step_inputs`` reads into the ``Step``;
+4. ``gdpo_step`` here: ``gather_rewards`` finds each key of ``algorithm.gdpo_reward_keys`` (``components.find_reward``:
+   per-token tensors first, then one number per response; None where a component does not apply);
+5. ``gdpo_verl.core.advantage.gdpo_parts`` sums each component's scores over the response's tokens and computes GDPO
+   (``gdpo_outcome_parts``: the three steps), or CorrGRPO (``core.corrgrpo``), with the ``GdpoOptions`` the settings
+   read.
 """
 
 from __future__ import annotations

@@ -7,37 +7,18 @@ The prompt and the decoding are ToolRL's BFCL handler's (benchmarks/BFCL/rlla_qw
 ``_format_prompt`` text, outside this repository; the test below pins the pieces."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 pytest.importorskip("bfcl_eval", reason="BFCL's tests run in .venv-bfcl (bash scripts/setup_bfcl_env.sh)")
 
 from gdpo_verl.experiments import bfcl  # noqa: E402
+from tests.bfcl.scripts import ROOT, run  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "evaluate_bfcl.py"
 # BFCL's own data, not answerable as written: simple_363's possible answer names "find_closest", its function doc
 # "restaurant_search.find_closest" (BFCL's checker refuses every answer).
 UNANSWERABLE = {"simple_363": "simple_function_checker:wrong_func_name"}
-
-
-def load_script(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def run(capsys, *arguments, script=SCRIPT) -> SimpleNamespace:
-    """The script's main(argv) in this process (BFCL's package is imported once for the whole file)."""
-    capsys.readouterr()
-    returncode = load_script(script).main([str(argument) for argument in arguments])
-    captured = capsys.readouterr()
-    return SimpleNamespace(returncode=returncode, stdout=captured.out, stderr=captured.err)
 
 
 def test_the_pinned_release_is_bfcl_v3():

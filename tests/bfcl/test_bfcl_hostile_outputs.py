@@ -15,8 +15,7 @@ import pytest
 pytest.importorskip("bfcl_eval", reason="BFCL's tests run in .venv-bfcl (bash scripts/setup_bfcl_env.sh)")
 
 from gdpo_verl.experiments import bfcl, bfcl_execution, bfcl_multi_turn  # noqa: E402
-from tests.bfcl.test_bfcl import run  # noqa: E402
-from tests.bfcl.test_bfcl_multi_turn import DONE  # noqa: E402
+from tests.bfcl.scripts import DONE, run  # noqa: E402
 
 # a call's name, key and value with JSON's escape of a lone surrogate: plain ASCII a model can write
 SURROGATE_CALL = '<tool_call>\n{"name": "ls\\ud800", "parameters": {"a\\udc00": "b\\ud800"}}\n</tool_call>'

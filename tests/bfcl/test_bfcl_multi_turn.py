@@ -16,9 +16,8 @@ import pytest
 pytest.importorskip("bfcl_eval", reason="BFCL's tests run in .venv-bfcl (bash scripts/setup_bfcl_env.sh)")
 
 from gdpo_verl.experiments import bfcl, bfcl_execution, bfcl_multi_turn  # noqa: E402
-from tests.bfcl.test_bfcl import run  # noqa: E402
+from tests.bfcl.scripts import DONE, run  # noqa: E402
 
-DONE = "<think> done </think>\n<response> done </response>"
 # BFCL's own data, not answerable as written: multi_turn_base_154 has 5 user turns and 6 ground-truth turns (BFCL's
 # runner reports every answer force-terminated). The test below plays the first 50 questions of each category (a
 # run over all 800 took 85 s; all but this one passed).

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_cpu_training import PYTHON, ROOT
+from tests.e2e.runs import PYTHON, ROOT
 
 pytestmark = pytest.mark.cpu_training
 BFCL_PYTHON = ROOT / os.environ.get("BFCL_VENV", ".venv-bfcl") / "bin" / "python"  # as scripts/setup_bfcl_env.sh

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gdpo_verl.cpu_run.check_run import MAX_PROBS_DIFF, PROBS_DIFF, STALENESS
-from tests.e2e.test_cpu_training import PYTHON, ROOT
+from tests.e2e.runs import PYTHON, ROOT
 
 pytestmark = pytest.mark.cpu_training
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tests.e2e.test_trainers import kill_and_resume
+from tests.e2e.runs import kill_and_resume
 
 pytestmark = pytest.mark.cpu_training
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_cpu_training import PYTHON, ROOT
+from tests.e2e.runs import PYTHON, ROOT
 
 SCRIPT = ROOT / "scripts" / "learning_study.sh"
 

@@ -21,21 +21,10 @@ from pathlib import Path
 import pytest
 
 from gdpo_verl.cpu_run import check_run
-from tests.e2e.test_cpu_training import PYTHON, ROOT
-from tests.integration.test_config import README
+from tests.e2e.runs import PYTHON, ROOT
+from tests.readme import readme_line, readme_reward
 
 pytestmark = pytest.mark.cpu_training
-
-
-def readme_reward() -> str:
-    usage = README.read_text()[README.read_text().index("### Your rewards, your verl config"):]
-    start = usage.index("```python\n") + len("```python\n")
-    return usage[start:usage.index("```", start)]
-
-
-def readme_line(start: str) -> str:
-    """The README's command line that starts with ``start``, its comment cut."""
-    return next(line.split("#")[0].strip() for line in README.read_text().splitlines() if line.startswith(start))
 
 
 def train_cpu(cwd: Path, out: Path, *overrides: str, steps: int = 2, **env: str) -> subprocess.CompletedProcess:

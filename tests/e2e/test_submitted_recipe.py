@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_cpu_training import PYTHON, ROOT
-from tests.integration.recipes.test_cluster import free_port, stop_cluster
+from tests.e2e.runs import PYTHON, ROOT
+from tests.ray_cluster import free_port, stop_cluster
 
 pytestmark = pytest.mark.cpu_training
 

@@ -8,7 +8,7 @@ The resumed run must pass gdpo_verl/cpu_run/check_run.py (the run script runs it
 that each test checks what is particular to its trainer, and that its weight sync reached the rollout server, before
 the kill and after the resume (the rollout server of a resumed run starts on random weights until the trainer sends
 the checkpoint's). They sync weights through gdpo-verl's CPU checkpoint engine (``cpu_tcp``), which logs what it
-sent. Every run trains on the mixed-task batch of test_cpu_training.py (a component that applies to half the prompts,
+sent. Every run trains on the mixed-task batch of runs.py (MIXED_TASK: a component that applies to half the prompts,
 GD2PO's snr masking, a weight on a schedule).
 
 verl's V1 trainer, in each of its modes (sync, colocate_async, separate_async), and its legacy trainer have their runs
@@ -19,35 +19,10 @@ worker (--dist loadfile).
 
 import pytest
 
-from gdpo_verl.cpu_run.check_run import SENT, step_metrics, step_records
-from tests.e2e.test_cpu_training import (MIXED_TASK, TENSORS, check_mixed_task_steps, check_resumed, finish_run,
-                                         run_killed_in_step, start_run)
+from gdpo_verl.cpu_run.check_run import SENT
+from tests.e2e.runs import TENSORS, kill_and_resume
 
 pytestmark = pytest.mark.cpu_training
-
-NODES_CHECKED = "gdpo-verl: \"gdpo\" is gdpo-verl's estimator on all 1 Ray node(s)"
-# A checkpoint after each step
-EVERY_STEP = ("trainer.save_freq=1", *MIXED_TASK)
-
-
-def kill_and_resume(out, trainer, steps, *overrides, unlogged=()):
-    """A run of ``steps`` steps through ``trainer``, its driver killed in its last step (after that step's record,
-    before its checkpoint), then resumed: the metrics of the killed run's steps, then those of both runs, as verl
-    logged them, and the resumed run's stdout. ``unlogged``: the steps verl never logs (check_resumed)."""
-    env = {"TRAINER": trainer}
-    run_killed_in_step(out, steps, steps, *EVERY_STEP, *overrides, env=env)
-    log = (out / "run.log").read_text()
-    # the per-node check ran in the driver before verl's TaskRunner (the first Ray actor of the run) started
-    assert NODES_CHECKED in log
-    before = step_metrics(out)
-    assert sorted(before) == [step for step in range(1, steps) if step not in unlogged]
-    stdout = finish_run(start_run(out, steps, *EVERY_STEP, *overrides, resume=True, env=env),
-                        f"TRAINER={trainer} resumed after the kill")
-    check_resumed(out, steps, (steps,), stdout, unlogged)
-    assert sorted(step_records(out)) == list(range(1, steps + 1))
-    check_mixed_task_steps(out, [step for step in range(1, steps + 1) if step not in unlogged])
-    return before, step_metrics(out), stdout
-
 
 def test_one_step_off_policy_trains_through_its_own_entry_point_and_resumes(tmp_path):
     # verl.experimental.one_step_off_policy.main_ppo: rollouts of step k+1 are generated while step k trains. The

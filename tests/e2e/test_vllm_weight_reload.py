@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from tests.e2e.test_cpu_training import PYTHON, ROOT
+from tests.e2e.runs import PYTHON, ROOT
 
 pytestmark = pytest.mark.cpu_training
 PROBE = ROOT / "tests" / "e2e" / "vllm_reload_probe.py"

@@ -5,13 +5,13 @@ import shlex
 import subprocess
 import sys
 from importlib.resources import files
-from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from gdpo_verl.core.options import COMPUTED, DEFAULTS, GdpoOptions
 from gdpo_verl.verl_adapter.settings import OPTION_DEFAULTS, settings_from_config
+from tests.readme import README
 
 
 def compose(*arguments):
@@ -21,7 +21,6 @@ def compose(*arguments):
     return OmegaConf.create(result.stdout)
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def readme_routes():

@@ -178,3 +178,14 @@ def test_no_module_imports_itself_round_a_circle():
 def test_a_circle_is_found():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_test_module_imports_another():
+    # what tests share lives in a module of its own (tests/e2e/runs.py, tests/readme.py, ...): importing a test module
+    # for a helper runs its module code again under another name, and hides where the helper lives
+    found = [f"{path.relative_to(ROOT)}: {node.module}"
+             for path in sorted((ROOT / "tests").rglob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tests.")
+             and node.module.rsplit(".", 1)[-1].startswith("test_")]
+    assert found == []

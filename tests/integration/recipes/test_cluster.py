@@ -5,13 +5,13 @@ to this plugin inside it and that the recipe knobs set on the client reached it.
 """
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
+
+from tests.ray_cluster import free_port, stop_cluster
 
 ROOT = Path(__file__).resolve().parents[3]
 CLUSTER = ROOT / "recipes" / "cluster"
@@ -23,12 +23,6 @@ JOB = (
     "print('resolved in job:', fn.__module__ + '.' + fn.__qualname__)\n"
     "print('knobs in job:', os.environ.get('MODEL'), os.environ.get('NNODES'))\n"
 )
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def environment(**extra):
@@ -49,27 +43,6 @@ def head():
     assert f"RAY_ADDRESS=http://127.0.0.1:{dashboard_port}" in started.stdout
     yield f"http://127.0.0.1:{dashboard_port}"
     stop_cluster(ray_port)
-
-
-def stop_cluster(ray_port: int) -> None:
-    """Stop this test's head and everything it started, and nothing else: ``ray stop`` would end every Ray on the
-    machine (the CPU training runs that the suite runs beside this test among them). Each of the head's own
-    processes names its GCS address (on whichever address Ray chose) or port; its workers end with its raylet."""
-    marks = (f":{ray_port} ", f":{ray_port}\0", f"--gcs_server_port={ray_port}")
-    own = [p for p in psutil.process_iter(["cmdline"]) if any(m in "\0".join(p.info["cmdline"] or ()) + "\0" for m in marks)]
-    family = set()
-    for parent in own:
-        try:
-            family |= {parent, *parent.children(recursive=True)}
-        except psutil.NoSuchProcess:  # ended meanwhile
-            pass
-    for process in family:
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(family, timeout=60)
-    assert not alive, f"processes of the test's Ray head still running: {alive}"
 
 
 def test_a_job_submitted_to_the_cluster_runs_with_the_plugin_active(head):

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from gdpo_verl.verl_adapter.checkpoint_owner import OWNER_FILE
 from tests.integration.recipes.launches import Launches
-from tests.integration.recipes.test_recipes import RECIPES, ROOT, USER_REWARD
+from tests.integration.recipes.catalog import RECIPES, ROOT, USER_REWARD
 
 STOPPED = "stopped before Ray starts (no GPU allocated, no checkpoint directory written)"
 LAUNCHES: list[Launches] = []

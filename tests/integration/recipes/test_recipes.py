@@ -14,15 +14,8 @@ import yaml
 from omegaconf import OmegaConf
 
 from gdpo_verl.verl_adapter.settings import check_config, settings_from_config
+from tests.integration.recipes.catalog import MATH, RECIPES, ROOT, USER_REWARD
 from tests.integration.recipes.launches import Launches
-
-ROOT = Path(__file__).resolve().parents[3] / "recipes"
-# launch.sh and common.sh are sourced by the recipes, not run; cluster scripts start Ray (tested in test_cluster.py).
-RECIPES = sorted(
-    path for path in ROOT.rglob("*.sh") if path.name not in ("launch.sh", "common.sh") and path.parent.name != "cluster"
-)
-MATH = sorted((ROOT / "math_length").glob("r*_*.sh")) + sorted((ROOT / "math_length").glob("qwen*_*.sh"))
-
 
 LAUNCHES: list[Launches] = []
 
@@ -44,11 +37,6 @@ def dry_run(recipe, *overrides, composed=True, **environment):
     if composed:
         env = LAUNCHES[0].environment(env)
     return subprocess.run(["bash", str(recipe), *overrides], capture_output=True, text=True, env=env, timeout=300)
-
-
-# The recipe for a user's own reward needs a reward file (its default, my_reward.py, is a placeholder: the config check
-# imports the file before Ray starts, and refuses one that does not exist).
-USER_REWARD = {"REWARD_FILE": str(Path(__file__).resolve().parents[2] / "fixtures" / "declared_reward.py")}
 
 
 @functools.cache

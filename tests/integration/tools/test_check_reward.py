@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gdpo_verl.tools.cli import main
-from tests.e2e.test_readme_routes import readme_reward
+from tests.readme import readme_reward
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -11,77 +11,17 @@ import uuid
 import numpy as np
 import pytest
 import torch
-import transfer_queue as tq
-from hydra import compose, initialize_config_module
-from transfer_queue.metadata import KVBatchMeta
 
 import verl  # noqa: F401  (loads the entry point)
 from verl import DataProto
 from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
 from verl.trainer.ppo.ray_trainer import compute_advantage
-from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
-from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 from gdpo_verl.core.advantage import gdpo_parts
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.records.steps import load_steps, step_report
+from tests.integration.verl_adapter.batches import KEYS, put_samples, random_samples, read_advantages, trainer
 from tests.reference import reference_gdpo
-
-KEYS = ["correct", "length"]
-
-
-def compose_config(*overrides):
-    with initialize_config_module("gdpo_verl.config", version_base=None):
-        return compose(
-            "gdpo_trainer",
-            overrides=[
-                "algorithm.gdpo_reward_keys=[correct,length]",
-                *overrides,
-            ],
-        )
-
-
-def trainer(*overrides):
-    instance = object.__new__(PPOTrainerSync)
-    instance.config = compose_config(*overrides)
-    return instance
-
-
-def put_samples(samples, *, top_level=False):
-    """samples: list of (uid, session_id, output_index, length, info). Returns the KVBatchMeta of their keys."""
-    keys, fields, tags = [], [], []
-    for uid, session, output, length, info in samples:
-        score = float(sum(value for key, value in info.items() if key in KEYS))
-        rm_scores = torch.zeros(length)
-        rm_scores[-1] = score
-        field = {
-            "prompts": torch.ones(3, dtype=torch.int64),
-            "responses": torch.arange(length, dtype=torch.int64),
-            "response_mask": torch.ones(length, dtype=torch.int64),
-            "rm_scores": rm_scores,
-            "old_log_probs": torch.zeros(length),
-            "uid": uid,
-            "extra_fields": {"reward_extra_info": {} if top_level else dict(info), "min_global_steps": 0},
-        }
-        if top_level:  # what _compute_reward_colocate writes for a colocated reward model
-            field.update(info)
-        keys.append(f"{uid}_{session}_{output}")
-        fields.append(field)
-        tags.append({"status": "success", "seq_len": 3 + length, "min_global_steps": 0, "max_global_steps": 0})
-    tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags)
-    return KVBatchMeta(keys=keys, tags=tags, partition_id="train")
-
-
-def random_samples(seed=0, groups=5, group_size=4, max_length=7):
-    rng = np.random.default_rng(seed)
-    samples = []
-    for _ in range(groups):
-        uid = uuid.uuid4().hex
-        for session in range(group_size):
-            info = {"correct": float(rng.integers(0, 2)), "length": float(rng.integers(0, 2)), "acc": 1.0}
-            samples.append((uid, session, 0, int(rng.integers(1, max_length + 1)), info))
-    return samples
-
 
 def test_v1_stage_under_grpo_logs_what_gdpo_would_do_and_leaves_grpo_alone(transfer_queue):
     samples = random_samples(seed=7)
@@ -97,11 +37,6 @@ def test_v1_stage_under_grpo_logs_what_gdpo_would_do_and_leaves_grpo_alone(trans
     expected = advantage_metrics(gdpo_parts(rewards, mask, [uid for uid, *_ in samples], None))
     assert {key: value for key, value in metrics.items() if key.startswith("gdpo/")} == pytest.approx(expected)
     assert expected["gdpo/grpo_collapsed_group_frac"] >= expected["gdpo/collapsed_group_frac"]
-
-
-def read_advantages(batch):
-    data = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["advantages", "response_mask"])
-    return data["advantages"].to_padded_tensor(0.0), data["response_mask"].to_padded_tensor(0)
 
 
 def reference_for(samples, mask):

@@ -1,8 +1,6 @@
 """The options' one declaration (gdpo_verl/core/options.py): the README, the core, the records and the checks all
 read it (the packaged config: tests/integration/verl_adapter/test_config_file.py)."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -11,8 +9,8 @@ from gdpo_verl.core.options import (
     COMPUTED, DEFAULTS, OPTIONS, RECORDED, GdpoOptions, checked, gdpo_options, unread,
 )
 from gdpo_verl.records.steps import RecordWriter, load_steps
+from tests.readme import README
 
-README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def test_the_readmes_options_table_lists_every_option_with_its_declared_default():

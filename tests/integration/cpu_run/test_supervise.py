@@ -1,6 +1,6 @@
 """gdpo_verl/cpu_run/supervise.py on stand-in commands: each way a run can die or stall ends in seconds with a message,
 and nothing the command started is left running. Real processes and signals; no vLLM or Ray needed (the real
-CPU run with its vLLM engine core killed is test_cpu_training.py's resume test)."""
+CPU run with its vLLM engine core killed is tests/e2e/test_cpu_training.py's resume test)."""
 from __future__ import annotations
 
 import json
