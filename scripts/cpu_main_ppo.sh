@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # verl's main_ppo on a CPU machine, under gdpo_verl/cpu_run/supervise.py, with gdpo-verl's packaged config: the CPU
 # platform for verl (gdpo_verl/verl_adapter/for_cpu_run/cpu_platform.py) and the settings every CPU run needs
-# (docs/cpu-training.md says why each is there). The task — model, data, rewards, estimator, batch sizes — comes as hydra overrides after the script
-# name; they are applied after the CPU settings, so they can change any of them.
+# (docs/cpu-training.md says why each is there). The task — model, data, rewards, estimator, batch sizes — comes as
+# hydra overrides after the script name; they are applied after the CPU settings, so they can change any of them.
 #
 #   CPU_TRAINING_PYTHON=exe  the environment's interpreter (default $CPU_TRAINING_VENV/bin/python, where
 #                            CPU_TRAINING_VENV defaults to .venv-cpu-training)
@@ -116,9 +116,10 @@ case "${CONFIG:-gdpo}" in
     *) echo "cpu_main_ppo.sh: CONFIG must be gdpo or verl; got '$CONFIG'" >&2; exit 2 ;;
 esac
 # rollout on a server of its own: a second placeholder "GPU", and weights synced over TCP
+CPU_ENGINE=gdpo_verl.verl_adapter.for_cpu_run.cpu_checkpoint_engine
 SEPARATE=(ray_kwargs.ray_init.num_gpus=2
           actor_rollout_ref.rollout.checkpoint_engine.backend=cpu_tcp
-          actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module=gdpo_verl.verl_adapter.for_cpu_run.cpu_checkpoint_engine)
+          actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module=$CPU_ENGINE)
 case "$TRAINER" in
     sync|colocate_async)
         ENTRY=("${MAIN_PPO[@]}") MODE=("trainer.v1.trainer_mode=$TRAINER") ;;

@@ -17,7 +17,8 @@ def stop_cluster(ray_port: int) -> None:
     machine (the CPU training runs that the suite runs beside this test among them). Each of the head's own
     processes names its GCS address (on whichever address Ray chose) or port; its workers end with its raylet."""
     marks = (f":{ray_port} ", f":{ray_port}\0", f"--gcs_server_port={ray_port}")
-    own = [p for p in psutil.process_iter(["cmdline"]) if any(m in "\0".join(p.info["cmdline"] or ()) + "\0" for m in marks)]
+    own = [p for p in psutil.process_iter(["cmdline"])
+           if any(m in "\0".join(p.info["cmdline"] or ()) + "\0" for m in marks)]
     family = set()
     for parent in own:
         try:

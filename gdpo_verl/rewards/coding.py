@@ -447,8 +447,8 @@ def _run_case(run: Callable[..., Outcome], cases: Cases, case: int) -> tuple[Out
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
                   **options: Any) -> dict[str, float]:
-    """verl's entry point; the options are those of ``CodingReward.__call__``. Under the "gdpo_verl" reward manager
-    a ``CodingReward`` of the manager's own is called instead (``compute_score.reward_class``)."""
+    """verl's entry point; the options are ``KWARGS`` and the limits ``LIMIT_OPTIONS``. Under the "gdpo_verl" reward
+    manager a ``CodingReward`` of the manager's own is called instead (``compute_score.reward_class``)."""
     with CodingReward() as reward:
         return reward(data_source, solution_str, ground_truth, extra_info, **options)
 

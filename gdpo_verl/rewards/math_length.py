@@ -225,8 +225,8 @@ _direct = _DirectReward()
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
                   **options: Any) -> dict[str, float]:
-    """verl's entry point (``reward.custom_reward_function.name=compute_score``); the options are those of
-    ``MathLengthReward.__call__``. Under the "gdpo_verl" reward manager a ``MathLengthReward`` of the manager's own
+    """verl's entry point (``reward.custom_reward_function.name=compute_score``); the options are ``KWARGS``.
+    Under the "gdpo_verl" reward manager a ``MathLengthReward`` of the manager's own
     is called instead (``compute_score.reward_class``).
 
     Called directly, this scores with one ``MathLengthReward`` that every direct call in the process shares: made

@@ -143,10 +143,16 @@ def reward_function(config: Any) -> Any:
 
 
 def reward_options(config: Any) -> Mapping[str, Any] | None:
-    """The reward's options as it reads them from its reward_kwargs (its declared ``options``, ``RewardNeeds``),
-    checked here before Ray starts: ValueError naming an unknown or bad one. None for a reward that declares none."""
-    read = reward_needs(config).options
-    return None if read is None else read(_with_sandbox_fusion(config))
+    """The reward's options as it reads them from the reward_kwargs it is called with (its declared ``options``,
+    ``RewardNeeds``; verl's ``reward.sandbox_fusion`` settings among them for a reward that runs programs, as the
+    "gdpo_verl" reward manager passes them), checked here before Ray starts: ValueError naming an unknown or bad one.
+    None for a reward that declares none."""
+    needs = reward_needs(config)
+    if needs.options is None:
+        return None
+    if needs.node_check is not None:
+        return needs.options(_with_sandbox_fusion(config))
+    return needs.options(dict(config_value(reward_function(config), "reward_kwargs") or {}))
 
 
 def check_reward_on_this_node(config: Any) -> None:

@@ -42,7 +42,8 @@ def start_run(out: Path, steps: int, *overrides: str, resume: bool = False, busy
         # in the run's session, as when a user starts them from the shell that runs the job: the kernel shares a
         # CPU between sessions first (autogroups), so busy processes of another session leave the run half the
         # machine whatever their priorities, and only those of its own session compete with it process by process
-        hogs = f'for _ in $(seq {busy}); do {sys.executable} -c "while True: pass" </dev/null >/dev/null 2>&1 & echo $! >> "{out}/busy.pids"; done'
+        hogs = (f'for _ in $(seq {busy}); do {sys.executable} -c "while True: pass" </dev/null >/dev/null 2>&1 & '
+                f'echo $! >> "{out}/busy.pids"; done')
         command = ["bash", "-c", f'{hogs}; exec "$@"', "busy", *command]
     inherited = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "VERL_"))}
     # by default a run puts a few lines on stdout (its phases, a line per step), its whole output in OUT/run.log

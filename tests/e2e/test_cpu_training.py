@@ -40,6 +40,8 @@ from tests.e2e.runs import (MIXED_TASK, ROOT, STEPS, TENSORS, check_mixed_task_s
 STALL_TIMEOUT_S = 20
 SLOW_START_S = STALL_TIMEOUT_S + supervise.WORK_WINDOW_S + 10
 
+pytestmark = pytest.mark.cpu_training
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):

@@ -104,7 +104,8 @@ def main() -> int:
     path = tiny_model.build(args.out / "model")
     force_gemm_path(args.gemm)
     if args.dispatch == "cpu-run":
-        import gdpo_verl.verl_adapter.for_cpu_run.cpu_platform  # noqa: F401  (the piece the CPU run loads in vLLM's worker)
+        # the piece the CPU run loads in vLLM's worker
+        import gdpo_verl.verl_adapter.for_cpu_run.cpu_platform  # noqa: F401
 
     from vllm import LLM, SamplingParams
 

@@ -7,7 +7,8 @@ share a process (``trainer_separate_async.py`` refuses it), ``nccl``/``hccl`` ne
 ``nixl`` and ``delta_sharded`` import cupy, ``mooncake`` and ``kimi_ckpt_engine`` need their RDMA libraries.
 
 This one, registered as ``cpu_tcp`` through verl's own plugin setting
-(``actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module=gdpo_verl.verl_adapter.for_cpu_run.cpu_checkpoint_engine``),
+(``actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module=``
+``gdpo_verl.verl_adapter.for_cpu_run.cpu_checkpoint_engine``),
 is what the CPU runs of those trainers use (``scripts/cpu_main_ppo.sh`` with ``TRAINER=...``). Each weight update:
 every rollout worker binds a ZeroMQ PULL socket, and so does actor rank 0 for their acknowledgements (``prepare``);
 actor rank 0 connects a PUSH socket to each worker and each worker one back (``init_process_group``); actor rank 0

@@ -79,7 +79,7 @@ def main() -> None:
     from verl.trainer.ppo.ray_trainer import compute_advantage
 
     from gdpo_verl.verl_adapter.cluster import require_plugin_on_every_node
-    from tests.integration.verl_adapter.batches import KEYS, random_samples, trainer
+    from tests.integration.verl_adapter.v1_samples import KEYS, random_samples, trainer
 
     on_path = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     common = {"object_store_memory": 100 * 1024 * 1024}
@@ -102,7 +102,7 @@ def main() -> None:
                 import verl  # noqa: F401
                 from omegaconf import OmegaConf
 
-                from tests.integration.verl_adapter.batches import put_samples, read_advantages, trainer
+                from tests.integration.verl_adapter.v1_samples import put_samples, read_advantages, trainer
 
                 # TransferQueue spreads its storage over the nodes; the head has no CPU for it here
                 storage = {"num_data_storage_units": 1, "required_node_resource": "worker_node"}

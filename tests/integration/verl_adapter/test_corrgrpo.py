@@ -20,9 +20,8 @@ from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.records.steps import load_steps, step_parts
 from gdpo_verl.verl_adapter.estimator import Step, compute_corrgrpo_advantage, running
 from gdpo_verl.verl_adapter.settings import check_config, settings_from_config
-from tests.integration.verl_adapter.batches import (
-    KEYS, put_samples, random_samples, read_advantages, rollout_batch, trainer,
-)
+from tests.integration.verl_adapter.legacy_batch import rollout_batch
+from tests.integration.verl_adapter.v1_samples import KEYS, put_samples, random_samples, read_advantages, trainer
 
 NAMES = ["corrgrpo", "grpo_covariance_coefficient"]
 

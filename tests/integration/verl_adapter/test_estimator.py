@@ -11,7 +11,8 @@ from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from gdpo_verl import gdpo_advantage
 from gdpo_verl.verl_adapter import compute_gdpo_advantage
-from tests.integration.verl_adapter.batches import rollout_batch
+from tests.integration.verl_adapter.legacy_batch import rollout_batch
+
 
 def algorithm(**keys):
     base = {"adv_estimator": "gdpo", "norm_adv_by_std_in_grpo": True, "use_kl_in_reward": False,

@@ -74,6 +74,16 @@ def test_a_coding_reward_whose_sandbox_cannot_run_on_this_node_stops_before_ray_
     assert check_config(packaged(*coding)).reward_keys == ("pass_rate", "no_bug")  # a sandbox that runs: accepted
 
 
+def test_a_reward_that_runs_no_programs_is_checked_with_its_own_options_only():
+    # verl's Sandbox Fusion address is given to a reward that runs programs (the coding reward); the math reward's
+    # options are what its reward_kwargs hold, and a url set for another use of verl's does not reach them
+    math = ["reward.custom_reward_function.path=pkg://gdpo_verl.rewards.math_length",
+            "reward.sandbox_fusion.url=http://127.0.0.1:9/run_code"]
+    assert check_config(packaged(*math)).reward_keys == ("correct", "length")
+    with pytest.raises(ValueError, match=r"unknown reward.custom_reward_function.reward_kwargs \['sandbox'\]"):
+        check_config(packaged(*math, "+reward.custom_reward_function.reward_kwargs.sandbox=fusion"))
+
+
 def test_a_coding_reward_on_sandbox_fusion_is_checked_against_verls_sandbox_fusion_settings():
     # verl's reward.sandbox_fusion holds the server's address; the coding reward runs there only with sandbox=fusion
     from gdpo_verl.sandbox import SandboxUnavailable

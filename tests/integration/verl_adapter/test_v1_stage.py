@@ -20,7 +20,7 @@ from verl.trainer.ppo.ray_trainer import compute_advantage
 from gdpo_verl.core.advantage import gdpo_parts
 from gdpo_verl.core.diagnostics import advantage_metrics
 from gdpo_verl.records.steps import load_steps, step_report
-from tests.integration.verl_adapter.batches import KEYS, put_samples, random_samples, read_advantages, trainer
+from tests.integration.verl_adapter.v1_samples import KEYS, put_samples, random_samples, read_advantages, trainer
 from tests.reference import reference_gdpo
 
 def test_v1_stage_under_grpo_logs_what_gdpo_would_do_and_leaves_grpo_alone(transfer_queue):
