@@ -80,7 +80,7 @@ def corrgrpo_outcome_parts(
                          "them at their defaults, or compute GDPO (gdpo_outcome_parts).")
     if options.norm_by_std and options.eps <= 0:
         raise ValueError(f"CorrGRPO needs eps above 0 (it is added under the square root, and the rewards' "
-                         f"correlations can sum to 0); got {options.eps!r}. Use the default, 1e-6.")
+                         f"correlations can sum to 0); got {options.eps!r}. Use the default, {DEFAULTS['eps']:g}.")
     options = replace(options, conditions=check_conditions(names, options.conditions), batch_norm="none")
     group, num_groups = group_ids(index, raw_scores.shape[0], raw_scores.device)
 

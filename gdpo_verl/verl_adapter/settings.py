@@ -164,7 +164,7 @@ def _check_corrgrpo_options(name: str, values: Mapping[str, Any], options: GdpoO
         raise ValueError(
             f"algorithm.gdpo.eps=0 with algorithm.adv_estimator={name} (CorrGRPO): eps is added under its square root, "
             "and where the components' correlations sum to 0 it is all that keeps the denominator from 0. Use the "
-            "default, 1e-6 (the authors' epsilon)."
+            f"default, {DEFAULTS['eps']:g} (the authors' epsilon)."
         )
     changed = [f"{option}={values[option]}" for option in GDPO_ONLY if values[option] != DEFAULTS[option]]
     if changed:
