@@ -28,7 +28,7 @@ import torch
 
 from gdpo_verl.core.conditions import Condition, applies_under_conditions, apply_conditions, check_conditions
 from gdpo_verl.core.inputs import check_rewards, outcome_inputs, outcome_scores, weight_vector_for
-from gdpo_verl.core.options import OPTIONS, GdpoOptions, gdpo_options
+from gdpo_verl.core.options import OPTIONS, GdpoOptions, as_options, gdpo_options
 from gdpo_verl.core.variants import conflict_keep, group_kept_fraction, saw_weights
 
 # What algorithm.gdpo.batch_norm takes (declared in options.py).
@@ -136,7 +136,7 @@ def gdpo_outcome_parts(
     """
     names, raw_scores, valid_tokens, applied = outcome_inputs(scores, valid_tokens, applies)
     base_weight = weight_vector_for(names, weights)
-    options = replace(options, conditions=check_conditions(names, options.conditions))
+    options = replace(as_options(options), conditions=check_conditions(names, options.conditions))
     group, num_groups = group_ids(index, raw_scores.shape[0], raw_scores.device)
 
     rewards = apply_conditions(raw_scores, names, options.conditions, applied)

@@ -34,7 +34,7 @@ import torch
 from gdpo_verl.core.advantage import GdpoParts, _check_finite, gdpo_parts, group_ids, group_normalize
 from gdpo_verl.core.conditions import applies_under_conditions, apply_conditions, check_conditions
 from gdpo_verl.core.inputs import outcome_inputs, weight_vector_for
-from gdpo_verl.core.options import DEFAULTS, GDPO_ONLY, GdpoOptions
+from gdpo_verl.core.options import DEFAULTS, GDPO_ONLY, GdpoOptions, as_options
 
 ESTIMATOR = "corrgrpo"
 # The name the authors' verl fork registers it under (``algorithm.adv_estimator=grpo_covariance_coefficient``).
@@ -74,6 +74,7 @@ def corrgrpo_outcome_parts(
     """
     names, raw_scores, valid_tokens, applied = outcome_inputs(scores, valid_tokens, applies)
     weight = weight_vector_for(names, weights).to(raw_scores.device)
+    options = as_options(options)
     changed = [f"{name}={getattr(options, name)!r}" for name in GDPO_ONLY if getattr(options, name) != DEFAULTS[name]]
     if changed:
         raise ValueError(f"{', '.join(changed)}: options of GDPO's own steps, which CorrGRPO has no place for. Leave "

@@ -289,6 +289,15 @@ def gdpo_options(given: Mapping[str, Any]) -> GdpoOptions:
     return GdpoOptions(**given)
 
 
+def as_options(value: Any) -> GdpoOptions:
+    """``value`` when it is a ``GdpoOptions`` (what the estimators take); anything else, a mapping of options
+    included, is refused naming how to give them."""
+    if not isinstance(value, GdpoOptions):
+        raise TypeError(f"options must be a GdpoOptions, such as GdpoOptions(batch_norm='sequence'); got "
+                        f"{type(value).__name__}. gdpo_advantage and gdpo_parts also take the options as keywords.")
+    return value
+
+
 def checked(name: str, value: Any, what: str | None = None) -> Any:
     """``value`` of option ``name`` as the computation takes it (ValueError naming ``what``, the option's name by
     default, when it is not one)."""

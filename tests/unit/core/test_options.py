@@ -4,7 +4,7 @@ read it (the packaged config: tests/integration/verl_adapter/test_config_file.py
 import pytest
 import torch
 
-from gdpo_verl.core import gdpo_outcome_parts, options
+from gdpo_verl.core import corrgrpo_outcome_parts, gdpo_outcome_parts, options
 from gdpo_verl.core.options import (
     COMPUTED, DEFAULTS, OPTIONS, RECORDED, GdpoOptions, checked, gdpo_options, unread,
 )
@@ -41,6 +41,10 @@ def test_gdpo_options_takes_each_computed_option_refusing_what_its_declaration_r
     with pytest.raises(ValueError, match=r"'dump_dir'; the computation takes"):  # declared, but no computation's
         gdpo_options({"dump_dir": "/tmp"})
     assert set(RECORDED) <= set(COMPUTED)
+    # the object, not a mapping of options in its place (the fifth argument, after the weights)
+    for outcome in (gdpo_outcome_parts, corrgrpo_outcome_parts):
+        with pytest.raises(TypeError, match="options must be a GdpoOptions, such as GdpoOptions"):
+            outcome({"a": [1.0, 0.0]}, [1, 1], ["p", "p"], None, {"eps": 1e-3})
 
 
 # one value each option refuses, and what the refusal says: a new option needs a row here
